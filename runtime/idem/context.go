@@ -1,0 +1,63 @@
+package idem
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+type ctxKey int
+
+const (
+	keyCtx ctxKey = iota
+	scopeCtx
+	outcomeCtx
+	stepsCtx
+)
+
+// WithKey returns a context carrying the idempotency key for the next call.
+// The key is validated when the call is made, not here.
+func WithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, keyCtx, key)
+}
+
+// KeyFrom returns the idempotency key carried by ctx.
+func KeyFrom(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(keyCtx).(string)
+	return k, ok
+}
+
+// WithScope returns a context carrying the scope (tenant, account, API client)
+// the key belongs to. The same key in two scopes names two different requests.
+func WithScope(ctx context.Context, scope string) context.Context {
+	return context.WithValue(ctx, scopeCtx, scope)
+}
+
+// ScopeFrom returns the scope carried by ctx, or "" when there is none.
+func ScopeFrom(ctx context.Context) string {
+	s, _ := ctx.Value(scopeCtx).(string)
+	return s
+}
+
+// Outcome records what an idempotent call did. Callers that need to know (the
+// HTTP middleware sets the Idempotent-Replayed header from it) attach one with
+// WithOutcome before the call. It is safe for concurrent use.
+type Outcome struct {
+	replayed atomic.Bool
+}
+
+// Replayed reports whether the last call made with the context returned a
+// stored response instead of running the method.
+func (o *Outcome) Replayed() bool { return o.replayed.Load() }
+
+// WithOutcome returns a context that records the outcome of idempotent calls
+// made with it into the returned *Outcome.
+func WithOutcome(ctx context.Context) (context.Context, *Outcome) {
+	o := &Outcome{}
+	return context.WithValue(ctx, outcomeCtx, o), o
+}
+
+func setReplayed(ctx context.Context, replayed bool) {
+	if o, ok := ctx.Value(outcomeCtx).(*Outcome); ok {
+		o.replayed.Store(replayed)
+	}
+}

@@ -1,0 +1,16 @@
+// Package idem is the runtime that idemgen-generated code calls to make a
+// service method idempotent on PostgreSQL.
+//
+// The guarantee rests on two facts the database enforces: a ledger row per
+// (scope, method, key) guarded by a unique index, and a claim that inserts that
+// row before anything is looked up. Around that core the package stores a
+// request fingerprint (a reused key with a different request is a loud
+// *MismatchError), runs the claim and the work in one transaction (atomic
+// mode) or records an explicit in-progress claim with a lock timeout and a
+// fencing token (external mode), keeps rows for a retention window and sweeps
+// them in small batches.
+//
+// Keys and scopes travel in the context ([WithKey], [WithScope]) so the key
+// never becomes part of the hashed request, and one tenant's key can never
+// replay another tenant's response.
+package idem

@@ -1,0 +1,94 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrNoKey is returned when the context carries no idempotency key.
+	ErrNoKey = errors.New("idem: no idempotency key in context")
+	// ErrInvalidKey is returned (wrapped in a *KeyError) when a key fails validation.
+	ErrInvalidKey = errors.New("idem: invalid idempotency key")
+	// ErrMismatch is returned (wrapped in a *MismatchError) when a key is reused
+	// with a request whose fingerprint differs from the one stored.
+	ErrMismatch = errors.New("idem: idempotency key reused with a different request")
+	// ErrInProgress is returned (wrapped in an *InProgressError) when another
+	// attempt holds the key's in-progress claim.
+	ErrInProgress = errors.New("idem: request with this idempotency key is in progress")
+	// ErrLockLost is returned when an external-mode attempt tries to finalise
+	// after its claim expired and another attempt took the key over. The stored
+	// result of the attempt that took over is never overwritten.
+	ErrLockLost = errors.New("idem: in-progress claim lost to another attempt")
+	// ErrStore wraps every failure to reach or use the ledger. The method body
+	// does not run when the claim cannot be made (the store fails closed).
+	ErrStore = errors.New("idem: ledger unavailable")
+)
+
+// KeyError describes why a key was rejected. errors.Is(err, ErrInvalidKey) holds.
+type KeyError struct {
+	// Reason says what is wrong, e.g. "longer than 255 bytes" or
+	// "byte 3 (0x0a) is not a visible ASCII character". It never echoes the key.
+	Reason string
+}
+
+func (e *KeyError) Error() string { return "idem: invalid idempotency key: " + e.Reason }
+
+// Unwrap returns ErrInvalidKey.
+func (e *KeyError) Unwrap() error { return ErrInvalidKey }
+
+// MismatchError reports a key reused with a different request.
+// errors.Is(err, ErrMismatch) holds.
+type MismatchError struct {
+	Method string // the method name, e.g. "Payments.Charge"
+	Key    string // the idempotency key (already validated: visible ASCII only)
+	Stored []byte // fingerprint stored with the first request
+	Got    []byte // fingerprint of this request
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("idem: %s: key %q was first used with request %s, now with %s; use a new key for a new request",
+		e.Method, e.Key, ShortHex(e.Stored), ShortHex(e.Got))
+}
+
+// Unwrap returns ErrMismatch.
+func (e *MismatchError) Unwrap() error { return ErrMismatch }
+
+// InProgressError reports that another attempt holds the key.
+// errors.Is(err, ErrInProgress) holds.
+type InProgressError struct {
+	Method     string
+	Key        string
+	RetryAfter time.Duration // how long until the holder's lock expires (at least 1s)
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("idem: %s: key %q is in progress; retry after %s", e.Method, e.Key, e.RetryAfter)
+}
+
+// Unwrap returns ErrInProgress.
+func (e *InProgressError) Unwrap() error { return ErrInProgress }
+
+// ReplayedError is the error a replay returns for a final error stored by the
+// first attempt. Its message is the original message and errors.Is holds for
+// the sentinel the method declared as final.
+type ReplayedError struct {
+	Name     string // the sentinel's name, e.g. "ErrCardDeclined"
+	Msg      string // the original error's message
+	Sentinel error  // the declared sentinel, nil if the name is no longer declared
+}
+
+func (e *ReplayedError) Error() string { return e.Msg }
+
+// Unwrap returns the sentinel.
+func (e *ReplayedError) Unwrap() error { return e.Sentinel }
+
+// ShortHex renders the first 6 bytes of a fingerprint as hex, for messages.
+func ShortHex(b []byte) string {
+	const n = 6
+	if len(b) > n {
+		return fmt.Sprintf("%x…", b[:n])
+	}
+	return fmt.Sprintf("%x", b)
+}

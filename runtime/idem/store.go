@@ -1,0 +1,176 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Defaults used when a Store or Method does not say otherwise.
+const (
+	DefaultRetention   = 24 * time.Hour
+	DefaultLockTimeout = time.Minute
+	DefaultMaxAttempts = 5
+)
+
+// Event describes one thing an idempotent call did, for hooks.
+type Event struct {
+	Method      string
+	Scope       string
+	Key         string
+	Fingerprint []byte
+	Fence       int64         // fencing token of the claim (external mode)
+	Duration    time.Duration // time the body ran (Executed) or the sweep took (Swept)
+	Rows        int64         // rows deleted (Swept)
+	Err         error         // the body's error (Executed), if any
+}
+
+// Hooks are called synchronously as calls progress. Any may be nil. They are
+// meant for metrics and tests and must be quick and must not panic.
+type Hooks struct {
+	Claimed    func(context.Context, Event) // the key was claimed (a new row or an expired one taken over)
+	Executed   func(context.Context, Event) // the method body ran (whatever it returned)
+	Replayed   func(context.Context, Event) // a stored response was returned
+	Mismatch   func(context.Context, Event) // the key was reused with a different request
+	InProgress func(context.Context, Event) // another attempt holds the key
+	TakenOver  func(context.Context, Event) // an expired or abandoned claim was taken over
+	LockLost   func(context.Context, Event) // a finalise found its claim taken over
+	Swept      func(context.Context, Event) // a sweep batch deleted rows
+}
+
+type config struct {
+	table       string
+	retention   time.Duration
+	lockTimeout time.Duration
+	logger      *slog.Logger
+	hooks       Hooks
+	clock       func() time.Time
+	keys        KeyPolicy
+	maxAttempts int
+	baseBackoff time.Duration
+}
+
+// Option configures a Store.
+type Option func(*config)
+
+// WithTable sets the ledger table (default "idempotency_keys"); it may be
+// schema-qualified. It must match the table the migrations create.
+func WithTable(name string) Option { return func(c *config) { c.table = name } }
+
+// WithRetention sets the default retention window for methods that do not set
+// their own. A key sent after the window is treated as new.
+func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
+
+// WithLockTimeout sets the default in-progress lock for external methods.
+func WithLockTimeout(d time.Duration) Option { return func(c *config) { c.lockTimeout = d } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithHooks sets the hooks called as calls progress.
+func WithHooks(h Hooks) Option { return func(c *config) { c.hooks = h } }
+
+// WithClock makes the store read time from clock instead of the database's
+// now(). Production code should leave the database clock in charge (one clock
+// for every application server); tests use it to step past a retention window
+// or lock timeout without sleeping.
+func WithClock(clock func() time.Time) Option { return func(c *config) { c.clock = clock } }
+
+// WithKeyPolicy replaces DefaultKeyPolicy.
+func WithKeyPolicy(p KeyPolicy) Option { return func(c *config) { c.keys = p } }
+
+// WithMaxAttempts bounds how many times a transaction that failed with a
+// serialization failure (40001) or deadlock (40P01), or whose COMMIT outcome
+// is unknown, is tried in all (default 5).
+func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
+
+// WithBackoff sets the base delay between such attempts (default 10ms); the
+// delay doubles per attempt, is capped at 1s and is jittered.
+func WithBackoff(base time.Duration) Option { return func(c *config) { c.baseBackoff = base } }
+
+// Store is the ledger. It is safe for concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	cfg    config
+	ledger Ledger
+	q      queries
+}
+
+// NewStore returns a Store over pool. It fails only on invalid options.
+func NewStore(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("idem: NewStore: nil pool")
+	}
+	cfg := config{
+		table:       DefaultTable,
+		retention:   DefaultRetention,
+		lockTimeout: DefaultLockTimeout,
+		keys:        DefaultKeyPolicy,
+		maxAttempts: DefaultMaxAttempts,
+		baseBackoff: 10 * time.Millisecond,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.retention <= 0 || cfg.lockTimeout <= 0 {
+		return nil, errors.New("idem: NewStore: retention and lock timeout must be positive")
+	}
+	if cfg.maxAttempts < 1 {
+		cfg.maxAttempts = 1
+	}
+	l, err := LedgerSchema(cfg.table)
+	if err != nil {
+		return nil, fmt.Errorf("idem: NewStore: %w", err)
+	}
+	return &Store{pool: pool, cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted())}, nil
+}
+
+// Ledger returns the schema of the store's ledger table.
+func (s *Store) Ledger() Ledger { return s.ledger }
+
+// Pool returns the pool the store uses.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// now returns the clock's time, or nil to let the database use now().
+func (s *Store) now() any {
+	if s.cfg.clock == nil {
+		return nil
+	}
+	return s.cfg.clock()
+}
+
+// Method describes one idempotent method. Generated code declares one per
+// annotated method; it is read-only after creation.
+type Method[R any] struct {
+	// Name identifies the method in the ledger, e.g. "Payments.Charge".
+	// Renaming it orphans its stored keys.
+	Name string
+	// Retention is how long a key is remembered; 0 uses the store's default.
+	Retention time.Duration
+	// LockTimeout is how long an external-mode claim blocks a retry before it
+	// may be taken over; 0 uses the store's default.
+	LockTimeout time.Duration
+	// FinalErrors are sentinel errors that are stored and replayed like a
+	// response (errors.Is holds on replay). Any other error releases the key
+	// so that a retry runs the method again.
+	FinalErrors []FinalError
+	// Encode and Decode store and restore the response. nil means
+	// encoding/json, which generated code uses for types it has checked to
+	// round-trip.
+	Encode func(R) ([]byte, error)
+	Decode func([]byte) (R, error)
+}
+
+// FinalError names a sentinel error declared final for a method.
+type FinalError struct {
+	Name string // the Go identifier, stored in the ledger
+	Err  error
+}
