@@ -53,6 +53,7 @@ type config struct {
 	keys        KeyPolicy
 	maxAttempts int
 	baseBackoff time.Duration
+	heartbeat   time.Duration
 }
 
 // Option configures a Store.
@@ -92,6 +93,12 @@ func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n 
 // WithBackoff sets the base delay between such attempts (default 10ms); the
 // delay doubles per attempt, is capped at 1s and is jittered.
 func WithBackoff(base time.Duration) Option { return func(c *config) { c.baseBackoff = base } }
+
+// WithHeartbeat makes external-mode attempts extend their lock every interval
+// while the body runs (0, the default, disables it). Pick an interval well
+// under the lock timeout. If an extension finds the claim taken over, the
+// body's context is cancelled with ErrLockLost as its cause.
+func WithHeartbeat(interval time.Duration) Option { return func(c *config) { c.heartbeat = interval } }
 
 // Store is the ledger. It is safe for concurrent use.
 type Store struct {

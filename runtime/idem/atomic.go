@@ -1,0 +1,272 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// errCommitUnknown marks a COMMIT whose outcome is unknown (the connection
+// failed while it was in flight). The next attempt reads the ledger row and so
+// settles it: the row is there (replay) or it is not (run again).
+var errCommitUnknown = errors.New("idem: commit outcome unknown")
+
+// errRowVanished marks a claim that found the key held but no row to read
+// (the holder rolled back or the row was swept in between): try again.
+var errRowVanished = errors.New("idem: ledger row vanished between claim and read")
+
+// Atomic runs body at most once per (scope, method, key) with the claim, the
+// work and the stored response in one transaction: either all of them commit
+// or none does, so a retry after any failure simply runs again.
+//
+// The key and scope come from ctx. A retry whose key is done gets the stored
+// response (or stored final error) after one round trip, and
+// WithOutcome's Outcome reports the replay. A concurrent twin blocks on the
+// ledger's primary key until the first attempt commits, then replays. A key
+// reused with another fingerprint gets a *MismatchError. Serialization
+// failures and deadlocks retry the whole transaction with jittered backoff. If
+// the ledger cannot be reached the body does not run (errors.Is(err, ErrStore)).
+//
+// A body error rolls everything back and nothing is stored, unless errors.Is
+// matches one of m.FinalErrors: then the error is stored and replayed. A body
+// panic rolls back and propagates.
+func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
+	var zero R
+	c, err := s.newCall(ctx, m.Name, fingerprint)
+	if err != nil {
+		return zero, err
+	}
+	setReplayed(ctx, false)
+	for attempt := 1; ; attempt++ {
+		out, err := atomicAttempt(ctx, s, m, c, body)
+		if err == nil || attempt >= s.cfg.maxAttempts ||
+			!(retryable(err) || errors.Is(err, errCommitUnknown) || errors.Is(err, errRowVanished)) {
+			return out, err
+		}
+		s.cfg.logger.InfoContext(ctx, "idempotent transaction retried", "method", c.method, "key", c.key, "attempt", attempt, "err", err)
+		if berr := s.backoff(ctx, attempt); berr != nil {
+			return zero, fmt.Errorf("%w (not retried: %w)", err, berr)
+		}
+	}
+}
+
+func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, body func(context.Context, pgx.Tx) (R, error)) (R, error) {
+	var zero R
+	// A retry of a finished request is answered by this one read. It only
+	// ever replays: the decision to run the body is the claim's alone.
+	r, found, err := s.readRow(ctx, s.pool, c)
+	if err != nil {
+		return zero, err
+	}
+	if found && !r.expired {
+		return settle(ctx, s, m, c, r)
+	}
+
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return zero, storeErr(c.method, "acquire connection", err)
+	}
+	defer conn.Release()
+	committed := false
+	defer func() {
+		if !committed { // error, lost claim, or a panic on its way up
+			rollback(ctx, conn)
+		}
+	}()
+
+	// BEGIN and the claim travel in one round trip.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.q.claim, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)))
+	br := conn.SendBatch(ctx, b)
+	var fence int64
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&fence)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Another request holds the key: read it with a separate statement
+		// (it sees the holder's commit) and answer from it.
+		r, found, err := s.readRow(ctx, conn, c)
+		if err != nil {
+			return zero, err
+		}
+		if !found {
+			return zero, errRowVanished
+		}
+		return settle(ctx, s, m, c, r)
+	}
+	if err != nil {
+		return zero, storeErr(c.method, "claim", err)
+	}
+	ev := c.event()
+	ev.Fence = fence
+	s.hook(ctx, s.cfg.hooks.Claimed, ev)
+	if found { // the claim took over an expired row
+		s.hook(ctx, s.cfg.hooks.TakenOver, ev)
+	}
+
+	tx := &pipelinedTx{conn: conn.Conn()}
+	start := time.Now()
+	out, berr := body(ctx, tx)
+	ev.Duration, ev.Err = time.Since(start), berr
+	s.hook(ctx, s.cfg.hooks.Executed, ev)
+	if tx.bodyEnded() {
+		return zero, fmt.Errorf("idem: %s: %w", c.method, errBodyEndedTx)
+	}
+
+	var resp []byte
+	var errName, errMsg *string
+	if berr != nil {
+		name, final := finalError(m, berr)
+		if !final {
+			return zero, berr
+		}
+		msg := berr.Error()
+		errName, errMsg = &name, &msg
+	} else if resp, err = encode(m, out); err != nil {
+		return zero, fmt.Errorf("idem: %s: encode response: %w", c.method, err)
+	}
+
+	// The response write and COMMIT travel in one round trip.
+	b = &pgx.Batch{}
+	b.Queue(s.q.finish, c.scope, c.method, c.key, resp, errName, errMsg, fence)
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("idem: %s: stored response matched %d ledger rows, want 1", c.method, tag.RowsAffected())
+	}
+	var commitTag pgconn.CommandTag
+	if err == nil {
+		commitTag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && commitTag.String() != "COMMIT" {
+		err = fmt.Errorf("idem: %s: transaction was rolled back at commit (%s)", c.method, commitTag)
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) && ctx.Err() == nil {
+			// No answer from the server: the commit may or may not have
+			// happened. Never guess; the next attempt reads the row.
+			return zero, fmt.Errorf("%w: %s: %w", errCommitUnknown, c.method, err)
+		}
+		return zero, storeErr(c.method, "store response and commit", err)
+	}
+	committed = true
+	return out, berr
+}
+
+// rollback ends the connection's transaction even if ctx is done. If that
+// fails the connection is closed, so the pool never reuses it mid-transaction.
+func rollback(ctx context.Context, conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		_ = conn.Conn().Close(ctx)
+	}
+}
+
+// AtomicInTx is Atomic inside the caller's transaction tx. The claim, the
+// work and the response are written under a savepoint, so a refused claim or
+// a failed body rolls back to it and leaves tx usable; everything commits (or
+// not) with tx. A concurrent twin waits for tx to end. Serialization failures
+// are returned, not retried: only the caller can retry its transaction.
+func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
+	var zero R
+	c, err := s.newCall(ctx, m.Name, fingerprint)
+	if err != nil {
+		return zero, err
+	}
+	setReplayed(ctx, false)
+
+	const sp = "idem_claim"
+	b := &pgx.Batch{}
+	b.Queue("SAVEPOINT " + sp)
+	b.Queue(s.q.claim, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)))
+	br := tx.SendBatch(ctx, b)
+	var fence int64
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&fence)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	released := false
+	undo := func() error {
+		if released {
+			return nil
+		}
+		released = true
+		ub := &pgx.Batch{}
+		ub.Queue("ROLLBACK TO SAVEPOINT " + sp)
+		ub.Queue("RELEASE SAVEPOINT " + sp)
+		return tx.SendBatch(context.WithoutCancel(ctx), ub).Close()
+	}
+	defer func() { _ = undo() }() // error paths and panics
+	if errors.Is(err, pgx.ErrNoRows) {
+		r, found, err := s.readRow(ctx, tx, c)
+		if err != nil {
+			return zero, err
+		}
+		if !found {
+			return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
+		}
+		return settle(ctx, s, m, c, r)
+	}
+	if err != nil {
+		return zero, storeErr(c.method, "claim", err)
+	}
+	ev := c.event()
+	ev.Fence = fence
+	s.hook(ctx, s.cfg.hooks.Claimed, ev)
+
+	start := time.Now()
+	out, berr := body(ctx, tx)
+	ev.Duration, ev.Err = time.Since(start), berr
+	s.hook(ctx, s.cfg.hooks.Executed, ev)
+
+	var resp []byte
+	var errName, errMsg *string
+	if berr != nil {
+		name, final := finalError(m, berr)
+		if !final {
+			return zero, berr
+		}
+		msg := berr.Error()
+		errName, errMsg = &name, &msg
+	} else if resp, err = encode(m, out); err != nil {
+		return zero, fmt.Errorf("idem: %s: encode response: %w", c.method, err)
+	}
+	b = &pgx.Batch{}
+	b.Queue(s.q.finish, c.scope, c.method, c.key, resp, errName, errMsg, fence)
+	b.Queue("RELEASE SAVEPOINT " + sp)
+	br = tx.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("stored response matched %d ledger rows, want 1", tag.RowsAffected())
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return zero, storeErr(c.method, "store response", err)
+	}
+	released = true
+	return out, berr
+}
