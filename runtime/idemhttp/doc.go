@@ -1,0 +1,34 @@
+// Package idemhttp is net/http middleware for the Idempotency-Key request
+// header (IETF draft-ietf-httpapi-idempotency-key-header).
+//
+// The middleware reads the key from the header, validates it with an
+// [idem.KeyPolicy], and stores it in the request context with [idem.WithKey],
+// together with the request's scope ([idem.WithScope], e.g. the authenticated
+// account, so keys never cross tenants) and an [idem.Outcome]. Handlers then
+// call idemgen-generated methods with the request's context; when such a call
+// replays a stored response, the middleware adds Idempotent-Replayed: true to
+// the response.
+//
+// The header is accepted in the draft's Structured Field string form
+// ("8e03978e-40d5-43e8-bc93-6894a57f9324", RFC 8941 sf-string with \" and \\
+// escapes) and in the bare form many clients send
+// (8e03978e-40d5-43e8-bc93-6894a57f9324).
+//
+// Errors follow the draft and are written as application/problem+json
+// (RFC 9457):
+//
+//	missing key on a method that requires one     400 Bad Request
+//	malformed key (bad form, too long, repeated)   400 Bad Request
+//	scope function failed or returned ""           403 Forbidden
+//	key reused with a different request            422 Unprocessable Content
+//	request with this key still in progress        409 Conflict + Retry-After
+//	claim taken over by another attempt            409 Conflict + Retry-After
+//	ledger unavailable                             503 Service Unavailable
+//
+// The middleware writes the first three itself; handlers map the errors of
+// idempotent calls with [WriteError]. No response ever echoes the raw header.
+//
+// The middleware is a plain func(http.Handler) http.Handler, so it wraps a
+// single handler registered on an [http.ServeMux] pattern, a whole mux, or
+// sits in a chi or echo (echo.WrapMiddleware) middleware chain.
+package idemhttp

@@ -1,0 +1,187 @@
+package idemhttp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// ProblemTypeBase is the prefix of the problem type URIs below. Each resolves
+// to a section of this package's README that explains the problem and what a
+// client should do about it.
+const ProblemTypeBase = "https://github.com/idemgen/idemgen/blob/main/runtime/idemhttp/README.md#"
+
+// Problem type URIs, the "type" member of the problem details this package
+// writes. Clients can compare against them.
+const (
+	TypeMissingKey       = ProblemTypeBase + "missing-key"       // 400
+	TypeInvalidKey       = ProblemTypeBase + "invalid-key"       // 400
+	TypeScopeUnknown     = ProblemTypeBase + "scope-unknown"     // 403
+	TypeMismatch         = ProblemTypeBase + "mismatch"          // 422
+	TypeInProgress       = ProblemTypeBase + "in-progress"       // 409
+	TypeLockLost         = ProblemTypeBase + "lock-lost"         // 409
+	TypeStoreUnavailable = ProblemTypeBase + "store-unavailable" // 503
+)
+
+// ContentTypeProblem is the media type of RFC 9457 problem details in JSON.
+const ContentTypeProblem = "application/problem+json"
+
+// Problem is an RFC 9457 problem details object.
+type Problem struct {
+	Type     string `json:"type"`               // a URI naming the kind of problem
+	Title    string `json:"title"`              // a short, fixed summary of the kind
+	Status   int    `json:"status"`             // the HTTP status code
+	Detail   string `json:"detail,omitempty"`   // what went wrong this time and what to do
+	Instance string `json:"instance,omitempty"` // the request path
+}
+
+// WriteProblem writes p as application/problem+json with p.Status. An empty
+// p.Instance is set to r's escaped path (r may be nil). The response is marked
+// not cacheable.
+func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
+	if p.Instance == "" && r != nil && r.URL != nil {
+		p.Instance = r.URL.EscapedPath()
+	}
+	body, err := json.Marshal(p)
+	if err != nil { // unreachable: Problem holds only strings and an int
+		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
+		p.Status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeProblem)
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	// A failed write means the client has gone; there is no one left to tell.
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// WriteError writes the problem details response for an error returned by an
+// idempotent call (or by ParseKey) and reports whether it did:
+//
+//	idem.ErrMismatch     422 Unprocessable Content
+//	idem.ErrInProgress   409 Conflict, Retry-After: RetryAfter in whole seconds, rounded up, at least 1
+//	idem.ErrLockLost     409 Conflict, Retry-After: 1
+//	idem.ErrInvalidKey   400 Bad Request
+//	idem.ErrNoKey        400 Bad Request
+//	idem.ErrStore        503 Service Unavailable
+//
+// For any other error it writes nothing and returns false, so the handler can
+// write its own response:
+//
+//	receipt, err := payments.Charge(r.Context(), req)
+//	if idemhttp.WriteError(w, r, err) {
+//		return
+//	}
+//	if err != nil { ... the application's own errors ... }
+//
+// WriteError must be called before anything else is written to w. The
+// details name the problem but never echo the key, the fingerprints or the
+// underlying database error.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) bool {
+	if err == nil {
+		return false
+	}
+	var (
+		mismatch   *idem.MismatchError
+		inProgress *idem.InProgressError
+		keyErr     *idem.KeyError
+	)
+	switch {
+	case errors.As(err, &mismatch) || errors.Is(err, idem.ErrMismatch):
+		WriteProblem(w, r, Problem{
+			Type:   TypeMismatch,
+			Title:  "Idempotency-Key is already used",
+			Status: http.StatusUnprocessableEntity,
+			Detail: "This Idempotency-Key was already used with a different request. " +
+				"Send a new key for a new request; resend the original request unchanged to get its response.",
+		})
+	case errors.As(err, &inProgress) || errors.Is(err, idem.ErrInProgress):
+		var d time.Duration
+		if inProgress != nil {
+			d = inProgress.RetryAfter
+		}
+		secs := retryAfterSeconds(d)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		WriteProblem(w, r, Problem{
+			Type:   TypeInProgress,
+			Title:  "A request is outstanding for this Idempotency-Key",
+			Status: http.StatusConflict,
+			Detail: fmt.Sprintf("A request with this Idempotency-Key is still being processed. "+
+				"Retry in %d %s with the same key and request to get its response.", secs, plural(secs, "second")),
+		})
+	case errors.Is(err, idem.ErrLockLost):
+		w.Header().Set("Retry-After", "1")
+		WriteProblem(w, r, Problem{
+			Type:   TypeLockLost,
+			Title:  "Idempotent request taken over",
+			Status: http.StatusConflict,
+			Detail: "This attempt ran longer than its lock on the Idempotency-Key and another attempt took the request over. " +
+				"Retry with the same key and request to get the result of the attempt that completes.",
+		})
+	case errors.As(err, &keyErr) || errors.Is(err, idem.ErrInvalidKey):
+		detail := "The Idempotency-Key header is malformed"
+		if keyErr != nil && keyErr.Reason != "" {
+			detail += ": " + printable(keyErr.Reason)
+		}
+		WriteProblem(w, r, Problem{
+			Type:   TypeInvalidKey,
+			Title:  "Idempotency-Key is invalid",
+			Status: http.StatusBadRequest,
+			Detail: detail + `. Send the header once, with a key of visible ASCII characters, bare (abc) or quoted ("abc").`,
+		})
+	case errors.Is(err, idem.ErrNoKey):
+		WriteProblem(w, r, Problem{
+			Type:   TypeMissingKey,
+			Title:  "Idempotency-Key is missing",
+			Status: http.StatusBadRequest,
+			Detail: "This operation is idempotent and requires an Idempotency-Key header. " +
+				"Send a new unique key (for example a UUID) with each new request, and the same key when retrying it.",
+		})
+	case errors.Is(err, idem.ErrStore):
+		WriteProblem(w, r, Problem{
+			Type:   TypeStoreUnavailable,
+			Title:  "Idempotency ledger unavailable",
+			Status: http.StatusServiceUnavailable,
+			Detail: "The record of idempotent requests could not be reached, so this request was not processed or its outcome was not recorded. " +
+				"Retry later with the same Idempotency-Key and request.",
+		})
+	default:
+		return false
+	}
+	return true
+}
+
+// retryAfterSeconds rounds d up to whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) int64 {
+	secs := int64(d / time.Second)
+	if d%time.Second > 0 {
+		secs++
+	}
+	return max(secs, 1)
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// printable replaces every byte outside printable ASCII with '?', so a reason
+// can never carry control characters or raw bytes into a response.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '?'
+		}
+		return r
+	}, s)
+}
