@@ -1,0 +1,37 @@
+// Package idemtest gives tests a throwaway PostgreSQL and the twin/storm
+// runners that idemgen's generated tests use.
+//
+// [New] creates one fresh database per test, with the idempotency ledger
+// applied, and drops it when the test ends. The databases live on one server
+// per test binary:
+//
+//   - If IDEMGEN_TEST_DATABASE_URL is set, that server is used. Its user must
+//     be allowed to CREATE DATABASE; each test gets its own database, so the
+//     database named in the URL is never written to.
+//   - Otherwise the package starts its own server on first use, from the
+//     initdb and postgres binaries found on PATH or under
+//     /usr/lib/postgresql/*/bin (the highest version). It listens on a unix
+//     socket in a temporary directory only, runs with durability switched off
+//     (fsync, synchronous_commit and full_page_writes are off: the data is
+//     thrown away), and is stopped when the test binary exits. Run as root,
+//     initdb and postgres run as the postgres system user, because PostgreSQL
+//     refuses to run as root.
+//
+// With neither a URL nor binaries, New fails the test with a message that says
+// how to get one. It never skips: a test of idempotency that did not run has
+// proved nothing.
+//
+// Call [Main] from TestMain to stop the server as soon as the tests finish:
+//
+//	func TestMain(m *testing.M) { idemtest.Main(m) }
+//
+// Without it the server is still stopped when the test binary exits (the
+// kernel signals it when its parent dies), and the temporary directory it
+// leaves behind is removed by the next test binary that starts a server.
+//
+// [Twins] and [Storm] release goroutines behind a barrier so that identical
+// requests really do race, and return every result in index order.
+//
+// The package imports nothing beyond the standard library, pgx and
+// runtime/idem, so generated tests do not force other dependencies on users.
+package idemtest

@@ -1,0 +1,226 @@
+package idemtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// PoolMaxConns is the MaxConns of the pool New returns: enough for a storm of
+// 64 goroutines that each hold a connection, with room to spare. Change it
+// with WithPoolConfig.
+const PoolMaxConns = 80
+
+const (
+	// setupTimeout bounds creating one database and applying its schema.
+	setupTimeout = 60 * time.Second
+	// cleanupTimeout bounds closing the pool and dropping the database.
+	cleanupTimeout = 30 * time.Second
+)
+
+// DB is one fresh database on the shared throwaway server (or on
+// IDEMGEN_TEST_DATABASE_URL's server).
+type DB struct {
+	Pool *pgxpool.Pool // connected to the fresh database; closed at test cleanup
+	URL  string        // connection string of the fresh database (for tools like goose/dbmate/psql)
+	Name string        // database name
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	table    string
+	noLedger bool
+	setup    []string
+	poolCfg  []func(*pgxpool.Config)
+}
+
+// WithTable names the ledger table (default idem.DefaultTable). The name may
+// be schema-qualified (billing.idempotency_keys); the schema is created first.
+func WithTable(name string) Option { return func(o *options) { o.table = name } }
+
+// WithoutLedger leaves the ledger out, for tests that apply their own schema
+// (migration tests).
+func WithoutLedger() Option { return func(o *options) { o.noLedger = true } }
+
+// WithSetup adds SQL statements run, in order, after the ledger is created:
+// the work's own tables, for example. Each string is sent as one simple-protocol
+// query, so it may hold several statements.
+func WithSetup(stmts ...string) Option {
+	return func(o *options) { o.setup = append(o.setup, stmts...) }
+}
+
+// WithPoolConfig lets fn adjust the pool's configuration before it connects,
+// e.g. to add a pgx tracer or change MaxConns. Several are applied in order.
+func WithPoolConfig(fn func(*pgxpool.Config)) Option {
+	return func(o *options) { o.poolCfg = append(o.poolCfg, fn) }
+}
+
+// New creates a fresh database for t (CREATE DATABASE with a unique name),
+// applies the ledger DDL for the default table unless WithoutLedger, applies
+// WithSetup statements, and registers t.Cleanup that closes the pool and DROPs
+// the database (WITH (FORCE)).
+//
+// Failures end the test with t.Fatalf; New never skips.
+func New(t testing.TB, opts ...Option) *DB {
+	t.Helper()
+	o := options{table: idem.DefaultTable}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var ledger idem.Ledger
+	if !o.noLedger {
+		var err error
+		if ledger, err = idem.LedgerSchema(o.table); err != nil {
+			t.Fatalf("idemtest: ledger table: %v", err)
+		}
+	}
+
+	srv, err := getServer()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+
+	name, err := databaseName(t.Name())
+	if err != nil {
+		t.Fatalf("idemtest: %v", err)
+	}
+	if _, err := srv.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {
+		t.Fatalf("idemtest: create database %s: %v%s", name, err, srv.logTail())
+	}
+	db := &DB{Name: name}
+	t.Cleanup(func() { db.drop(t, srv) })
+
+	if db.URL, err = withDatabase(srv.baseURL, name); err != nil {
+		t.Fatalf("idemtest: %v", err)
+	}
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatalf("idemtest: parse connection string of %s: %v", name, err)
+	}
+	cfg.MaxConns = PoolMaxConns
+	for _, fn := range o.poolCfg {
+		fn(cfg)
+	}
+	if db.Pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		t.Fatalf("idemtest: connect to %s: %v", name, err)
+	}
+
+	var stmts []string
+	if !o.noLedger {
+		if ledger.Table.Schema != "" {
+			stmts = append(stmts, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{ledger.Table.Schema}.Sanitize())
+		}
+		stmts = append(stmts, ledger.DDL()...)
+	}
+	stmts = append(stmts, o.setup...)
+	if len(stmts) > 0 {
+		if err := execAll(ctx, db.Pool, stmts); err != nil {
+			t.Fatalf("idemtest: set up %s: %v", name, err)
+		}
+	}
+	return db
+}
+
+// execAll runs stmts in order on one connection, in one transaction.
+func execAll(ctx context.Context, pool *pgxpool.Pool, stmts []string) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire connection: %w", err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, s := range stmts {
+		// QueryExecModeSimpleProtocol lets one string hold several statements.
+		if _, err := tx.Exec(ctx, s, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return fmt.Errorf("%w\nin statement:\n%s", err, s)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// drop closes the pool and drops the database. A pool whose connections are
+// still checked out when the test ends would block Close forever, so Close is
+// given a deadline and the database is dropped WITH (FORCE) regardless.
+func (db *DB) drop(t testing.TB, srv *server) {
+	if db.Pool != nil {
+		closed := make(chan struct{})
+		go func() {
+			db.Pool.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(cleanupTimeout):
+			t.Errorf("idemtest: the pool of %s still has connections checked out %s after the test ended; release every acquired connection and finish every transaction", db.Name, cleanupTimeout)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if _, err := srv.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Errorf("idemtest: drop database %s: %v", db.Name, err)
+	}
+}
+
+// databaseName makes a unique database name that shows which test made it:
+// idemtest_<test name, lower-cased and cut>_<random hex>.
+func databaseName(testName string) (string, error) {
+	var b strings.Builder
+	for _, r := range strings.ToLower(testName) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "_"):
+			b.WriteByte('_')
+		}
+		if b.Len() >= 36 {
+			break
+		}
+	}
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", fmt.Errorf("random database name: %w", err)
+	}
+	slug := strings.Trim(b.String(), "_")
+	if slug == "" {
+		slug = "db"
+	}
+	return "idemtest_" + slug + "_" + hex.EncodeToString(rnd[:]), nil
+}
+
+// withDatabase returns connString with its database replaced by db. It
+// accepts both URL and keyword/value connection strings.
+func withDatabase(connString, db string) (string, error) {
+	if strings.HasPrefix(connString, "postgres://") || strings.HasPrefix(connString, "postgresql://") {
+		u, err := url.Parse(connString)
+		if err != nil {
+			return "", fmt.Errorf("parse connection URL: %w", err)
+		}
+		u.Path = "/" + db
+		u.RawPath = ""
+		return u.String(), nil
+	}
+	// Keyword/value form: a later setting overrides an earlier one.
+	return connString + " dbname=" + db, nil
+}
