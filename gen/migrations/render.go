@@ -1,0 +1,483 @@
+package migrations
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// stmt is one group of SQL lines in a migration, with the comment lines a
+// reviewer reads above it and the squawk rules it is exempt from.
+type stmt struct {
+	Why    []string
+	Ignore string // squawk rules, comma-separated; "" for none
+	SQL    string
+}
+
+// fileData is the data of the templates in package templates.
+type fileData struct {
+	Tool        string // display name of the migration tool
+	Kind        string // create, alter, index, timeouts or reset
+	Table       string // unquoted
+	TableQuoted string
+	Methods     []string
+	Key         string
+	Columns     []columnData
+	Indexes     []indexData
+	Storage     string
+	SchemaNote  string
+	OldTables   []string
+
+	IndexName    string
+	IndexQuoted  string
+	IndexColumns string
+	IndexComment string
+	UniqueNote   string
+	Companions   []string // helper migrations around a lone concurrent build
+	Companions0  string   // the index migration, named from a helper
+
+	Rollback   string
+	State      string
+	Directives []string
+	NoTx       bool
+	Up, Down   []stmt
+	Stmts      []stmt // one-direction formats: the statements of this file
+}
+
+type columnData struct{ Name, Comment string }
+
+type indexData struct{ Name, Columns, Comment string }
+
+// pgDuration renders d as a PostgreSQL time string such as '5s' or '1500ms'.
+func pgDuration(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("'%ds'", d/time.Second)
+	}
+	return fmt.Sprintf("'%dms'", d/time.Millisecond)
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// qualified quotes a sibling object of the ledger table (an index), with the
+// table's schema.
+func qualified(t idem.Ident, name string) string {
+	if t.Schema != "" {
+		return quoteIdent(t.Schema) + "." + quoteIdent(name)
+	}
+	return quoteIdent(name)
+}
+
+// toolTx reports whether the tool wraps each migration in a transaction of
+// its own (as opposed to files that say BEGIN/COMMIT themselves).
+func toolTx(format string) bool {
+	switch format {
+	case "goose", "tern", "dbmate", "atlas":
+		return true
+	}
+	return false
+}
+
+var toolNames = map[string]string{
+	"goose": "goose", "golang-migrate": "golang-migrate", "tern": "tern",
+	"dbmate": "dbmate", "atlas": "Atlas", "plain": "psql",
+}
+
+// loneStatement reports whether the tool runs a migration without a
+// transaction as a single statement, so that SET lock_timeout and the
+// concurrent build must live in separate migrations.
+func loneStatement(format string) bool {
+	return format == "golang-migrate" || format == "dbmate"
+}
+
+// render turns one step into files, numbered from version; it returns how
+// many version numbers it used.
+func (r *renderer) render(s step, version uint64, width int) (map[string][]byte, uint64, error) {
+	switch s.kind {
+	case "create":
+		up, down := r.createStmts()
+		files, err := r.files(r.createData(s), up, down, version, width, r.slug("create", r.ledger.Table.String()))
+		return files, 1, err
+	case "alter":
+		up, down := r.alterStmts(s)
+		files, err := r.files(r.alterData(s), up, down, version, width, r.slug("alter", r.ledger.Table.String()))
+		return files, 1, err
+	case "index":
+		return r.renderIndex(s, version, width)
+	}
+	return nil, 0, fmt.Errorf("migrations: unknown step %q", s.kind)
+}
+
+func (r *renderer) slug(verb, name string) string {
+	return "idemgen_" + verb + "_" + strings.ReplaceAll(name, ".", "_")
+}
+
+func fileName(format string, version uint64, width int, slug, part string) string {
+	base := fmt.Sprintf("%0*d_%s", width, version, slug)
+	if format == "golang-migrate" || format == "plain" {
+		return base + "." + part + ".sql"
+	}
+	return base + ".sql"
+}
+
+// base fills the fields every file shares.
+func (r *renderer) base(kind string) fileData {
+	l := r.ledger
+	methods := r.cfg.Methods
+	if len(methods) == 0 {
+		methods = []string{"(no method yet)"}
+	}
+	return fileData{
+		Tool:        toolNames[r.cfg.Format],
+		Kind:        kind,
+		Table:       l.Table.String(),
+		TableQuoted: l.Table.Quoted(),
+		Methods:     methods,
+		Key:         strings.Join(l.Key, ", "),
+	}
+}
+
+func (r *renderer) setTimeouts(local bool, lock, statement string) stmt {
+	kw := "SET "
+	if local {
+		kw = "SET LOCAL "
+	}
+	return stmt{
+		Why: []string{"Give up rather than queue behind a long-running lock and block the traffic behind it."},
+		SQL: kw + "lock_timeout = " + lock + ";\n" + kw + "statement_timeout = " + statement + ";",
+	}
+}
+
+// txWrap adds BEGIN/COMMIT for formats whose files carry their own
+// transaction, or the file-level squawk exemption where the tool runs the
+// file in a transaction squawk cannot see.
+func (r *renderer) txWrap(stmts []stmt, first bool) []stmt {
+	if toolTx(r.cfg.Format) {
+		if !first {
+			return stmts
+		}
+		head := stmt{
+			Why: []string{
+				r.base("").Tool + " runs this migration in one transaction: it applies whole or not at all,",
+				"so a failed run can simply be run again. squawk cannot see that transaction.",
+			},
+			SQL: "-- squawk-ignore-file prefer-robust-stmts",
+		}
+		return append([]stmt{head}, stmts...)
+	}
+	out := []stmt{{SQL: "BEGIN;"}}
+	out = append(out, stmts...)
+	return append(out, stmt{SQL: "COMMIT;"})
+}
+
+// ignoreInTx returns rule when squawk cannot see the migration's
+// transaction (the tool opens it), "" when the file says BEGIN itself.
+func (r *renderer) ignoreInTx(rule string) string {
+	if toolTx(r.cfg.Format) {
+		return rule
+	}
+	return ""
+}
+
+func (r *renderer) createStmts() (up, down []stmt) {
+	l := r.ledger
+	lock, st := pgDuration(r.cfg.LockTimeout), pgDuration(r.cfg.StatementTimeout)
+	up = append(up, r.setTimeouts(true, lock, st))
+	up = append(up, stmt{SQL: l.CreateTableSQL()})
+	comments := []string{fmt.Sprintf("COMMENT ON TABLE %s IS %s;", l.Table.Quoted(),
+		quoteLiteral("idempotency ledger written by idemgen: one row per (scope, method, key)"))}
+	for _, c := range l.Columns {
+		if c.Comment != "" {
+			comments = append(comments, fmt.Sprintf("COMMENT ON COLUMN %s.%s IS %s;", l.Table.Quoted(), quoteIdent(c.Name), quoteLiteral(c.Comment)))
+		}
+	}
+	up = append(up, stmt{Why: []string{"Column comments, for operators reading \\d+ in psql."}, SQL: strings.Join(comments, "\n")})
+	for _, ix := range l.Indexes {
+		up = append(up, stmt{
+			Why: []string{
+				capitalize(ix.Comment) + ".",
+				"The table was created empty in this transaction: a plain build is instant and blocks no one.",
+			},
+			Ignore: r.ignoreInTx("require-concurrent-index-creation"),
+			SQL:    l.CreateIndexSQL(ix, false),
+		})
+	}
+	down = append(down, r.setTimeouts(true, lock, st))
+	down = append(down, stmt{
+		Why:    []string{"A rollback drops what the up migration created: the table, its indexes and its rows."},
+		Ignore: "ban-drop-table",
+		SQL:    fmt.Sprintf("DROP TABLE IF EXISTS %s;", l.Table.Quoted()),
+	})
+	return r.txWrap(up, true), r.txWrap(down, false)
+}
+
+func (r *renderer) createData(s step) fileData {
+	l := r.ledger
+	d := r.base("create")
+	for _, ix := range l.Indexes {
+		d.Indexes = append(d.Indexes, indexData{Name: l.Table.Derived(ix.Suffix), Columns: strings.Join(ix.Columns, ", "), Comment: ix.Comment})
+	}
+	d.Storage = storageAssign(storageMap(l.Storage), "=")
+	if l.Table.Schema != "" {
+		d.SchemaNote = "The schema " + l.Table.Schema + " must exist before this migration runs; idemgen does not create schemas."
+	}
+	d.OldTables = s.oldTables
+	cols := make([]string, len(l.Columns))
+	for i, c := range l.Columns {
+		cols[i] = c.Name
+	}
+	ixs := make([]string, len(l.Indexes))
+	for i, ix := range l.Indexes {
+		ixs[i] = ix.Suffix
+	}
+	d.State = fileState{format: r.cfg.Format, table: l.Table.String(), creates: true, key: l.Key,
+		columns: cols, indexes: ixs, storage: storageMap(l.Storage)}.String()
+	d.Rollback = r.rollback("drops the table and every stored response in it: a retry of a request made before the rollback runs the method again.",
+		fmt.Sprintf("DROP TABLE IF EXISTS %s;", l.Table.Quoted()))
+	return d
+}
+
+func (r *renderer) alterStmts(s step) (up, down []stmt) {
+	l := r.ledger
+	q := l.Table.Quoted()
+	lock, st := pgDuration(r.cfg.LockTimeout), pgDuration(r.cfg.StatementTimeout)
+	up = append(up, r.setTimeouts(true, lock, st))
+	down = append(down, r.setTimeouts(true, lock, st))
+	for _, c := range s.columns {
+		sql := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s;", q, c.Def())
+		if c.Comment != "" {
+			sql += fmt.Sprintf("\nCOMMENT ON COLUMN %s.%s IS %s;", q, quoteIdent(c.Name), quoteLiteral(c.Comment))
+		}
+		up = append(up, stmt{Why: []string{capitalize(c.Comment) + "."}, SQL: sql})
+	}
+	if s.storage != nil {
+		up = append(up, stmt{Why: []string{"Vacuum early: every row is inserted, updated once and deleted."},
+			SQL: fmt.Sprintf("ALTER TABLE %s SET (%s);", q, storageAssign(s.storage, " = "))})
+		var reset []string
+		prev := map[string]string{}
+		for _, k := range slices.Sorted(maps.Keys(s.storage)) {
+			if v, ok := s.prevStore[k]; ok {
+				prev[k] = v
+			} else {
+				reset = append(reset, k)
+			}
+		}
+		var sql []string
+		if len(prev) > 0 {
+			sql = append(sql, fmt.Sprintf("ALTER TABLE %s SET (%s);", q, storageAssign(prev, " = ")))
+		}
+		if len(reset) > 0 {
+			sql = append(sql, fmt.Sprintf("ALTER TABLE %s RESET (%s);", q, strings.Join(reset, ", ")))
+		}
+		down = append(down, stmt{Why: []string{"Restore the previous autovacuum settings."}, SQL: strings.Join(sql, "\n")})
+	}
+	for i := len(s.columns) - 1; i >= 0; i-- {
+		c := s.columns[i]
+		down = append(down, stmt{
+			Why:    []string{"A rollback drops the column the up migration added, with its data."},
+			Ignore: "ban-drop-column",
+			SQL:    fmt.Sprintf("ALTER TABLE %s DROP COLUMN IF EXISTS %s;", q, quoteIdent(c.Name)),
+		})
+	}
+	return r.txWrap(up, true), r.txWrap(down, false)
+}
+
+func (r *renderer) alterData(s step) fileData {
+	d := r.base("alter")
+	cols := make([]string, len(s.columns))
+	for i, c := range s.columns {
+		d.Columns = append(d.Columns, columnData{Name: c.Name, Comment: c.Comment})
+		cols[i] = c.Name
+	}
+	if s.storage != nil {
+		d.Storage = storageAssign(s.storage, "=")
+	}
+	d.State = fileState{format: r.cfg.Format, table: r.ledger.Table.String(), columns: cols, storage: s.storage}.String()
+	what := "drops the added columns, with their data"
+	if len(s.columns) == 0 {
+		what = "restores the previous autovacuum settings"
+	} else if s.storage != nil {
+		what += ", and restores the previous autovacuum settings"
+	}
+	d.Rollback = r.rollback(what+".", "")
+	return d
+}
+
+// files renders a migration with up and down statements into the format's
+// file(s) at one version.
+func (r *renderer) files(d fileData, up, down []stmt, version uint64, width int, slug string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	switch r.cfg.Format {
+	case "golang-migrate", "plain":
+		upName := fileName(r.cfg.Format, version, width, slug, "up")
+		downName := fileName(r.cfg.Format, version, width, slug, "down")
+		d.Rollback = strings.ReplaceAll(d.Rollback, "{down}", downName)
+		du := d
+		du.Stmts = up
+		b, err := r.exec(r.cfg.Format, du)
+		if err != nil {
+			return nil, err
+		}
+		out[upName] = b
+		dd := d
+		dd.State = ""
+		dd.Stmts = down
+		if b, err = r.exec(r.cfg.Format, dd); err != nil {
+			return nil, err
+		}
+		out[downName] = b
+	default:
+		d.Up, d.Down = up, down
+		if r.cfg.Format == "atlas" && d.NoTx {
+			d.Directives = append(d.Directives, "-- atlas:txmode none")
+		}
+		b, err := r.exec(r.cfg.Format, d)
+		if err != nil {
+			return nil, err
+		}
+		out[fileName(r.cfg.Format, version, width, slug, "")] = b
+	}
+	return out, nil
+}
+
+// rollback says how to undo a migration with the format's tool; what says
+// what the down migration does, manual is the SQL for atlas, which plans
+// rollbacks itself.
+func (r *renderer) rollback(what, manual string) string {
+	switch r.cfg.Format {
+	case "goose":
+		return "goose down runs the Down section below, which " + what
+	case "golang-migrate":
+		return "migrate down 1 runs {down}, which " + what
+	case "tern":
+		return "tern migrate --destination -1 runs the section below the separator line, which " + what
+	case "dbmate":
+		return "dbmate rollback runs the migrate:down section below, which " + what
+	case "atlas":
+		s := "atlas migrate down plans the reverse of this file against your dev database and applies it: it " + what
+		if manual != "" {
+			s += " By hand: " + manual
+		}
+		return s
+	default:
+		return "run {down} (psql -v ON_ERROR_STOP=1 -f), which " + what
+	}
+}
+
+func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]byte, uint64, error) {
+	l := r.ledger
+	ix := s.index
+	name := l.Table.Derived(ix.Suffix)
+	qname := qualified(l.Table, name)
+	lock := pgDuration(r.cfg.LockTimeout)
+	d := r.base("index")
+	d.IndexName = name
+	d.IndexQuoted = qname
+	d.IndexColumns = strings.Join(ix.Columns, ", ")
+	d.IndexComment = ix.Comment
+	if ix.Unique {
+		d.UniqueNote = ", or rows that break uniqueness"
+	}
+	d.NoTx = true
+	d.State = fileState{format: r.cfg.Format, table: l.Table.String(), indexes: []string{ix.Suffix}}.String()
+	slug := r.slug("index", name)
+
+	set := stmt{
+		Why: []string{
+			"Give up rather than queue behind a long-running lock. No statement_timeout: cancelling",
+			"a concurrent build part-way only leaves an INVALID index behind.",
+		},
+		SQL: "SET lock_timeout = " + lock + ";\nSET statement_timeout = 0;",
+	}
+	reset := stmt{SQL: "RESET lock_timeout;\nRESET statement_timeout;"}
+	build := stmt{Why: []string{capitalize(ix.Comment) + "."}, SQL: l.CreateIndexSQL(ix, true)}
+	drop := stmt{Why: []string{"A rollback drops the index without blocking writes."}, SQL: fmt.Sprintf("DROP INDEX CONCURRENTLY IF EXISTS %s;", qname)}
+	check := stmt{Why: []string{"Stop here if the build failed and left an INVALID index (see the header)."}, SQL: r.validCheck(qname)}
+
+	if !loneStatement(r.cfg.Format) {
+		up := []stmt{set, build, check, reset}
+		down := []stmt{set, drop, reset}
+		d.Rollback = r.rollback("drops the index without blocking writes.", fmt.Sprintf("DROP INDEX CONCURRENTLY IF EXISTS %s;", qname))
+		files, err := r.files(d, up, down, version, width, slug)
+		return files, 1, err
+	}
+
+	// golang-migrate and dbmate run a no-transaction migration as one
+	// statement: the session settings go in migrations of their own before
+	// and after it, run on the same connection.
+	setName := fileName(r.cfg.Format, version, width, slug+"_timeouts", "up")
+	ixName := fileName(r.cfg.Format, version+1, width, slug, "up")
+	resetName := fileName(r.cfg.Format, version+2, width, slug+"_check", "up")
+	exempt := "require-lock-timeout, require-statement-timeout"
+	build.Why = append(build.Why, "lock_timeout and statement_timeout are set by "+setName+" (above).")
+	build.Ignore = exempt
+	drop.Why = append(drop.Why, "lock_timeout and statement_timeout are set by the rollback of "+resetName+".")
+	drop.Ignore = exempt
+	out := map[string][]byte{}
+	add := func(files map[string][]byte, err error) error {
+		if err != nil {
+			return err
+		}
+		maps.Copy(out, files)
+		return nil
+	}
+	steps := 3
+	d.Companions = []string{setName, resetName}
+	d.Rollback = r.rollback("drops the index without blocking writes (roll back all three migrations: "+resetName+", "+ixName+" and "+setName+").", "")
+	if err := add(r.files(d, []stmt{build}, []stmt{drop}, version+1, width, slug)); err != nil {
+		return nil, 0, err
+	}
+
+	ds := r.base("timeouts")
+	ds.IndexName, ds.IndexQuoted, ds.Companions0 = name, qname, ixName
+	ds.State = fileState{format: r.cfg.Format, table: l.Table.String()}.String()
+	ds.Rollback = r.rollback("resets the settings.", "")
+	if err := add(r.files(ds, []stmt{set}, []stmt{reset}, version, width, slug+"_timeouts")); err != nil {
+		return nil, 0, err
+	}
+
+	dr := r.base("reset")
+	dr.IndexName, dr.IndexQuoted, dr.Companions0 = name, qname, ixName
+	dr.State = ds.State
+	dr.Rollback = r.rollback("sets the timeouts again for the rollback of "+ixName+".", "")
+	if err := add(r.files(dr, []stmt{check, reset}, []stmt{set}, version+2, width, slug+"_check")); err != nil {
+		return nil, 0, err
+	}
+	return out, uint64(steps), nil
+}
+
+// validCheck fails when the index exists but is INVALID.
+func (r *renderer) validCheck(qname string) string {
+	begin, end := "", ""
+	if r.cfg.Format == "goose" {
+		begin, end = "-- +goose StatementBegin\n", "\n-- +goose StatementEnd"
+	}
+	msg := quoteLiteral("index %s is INVALID after a failed concurrent build: drop it with DROP INDEX CONCURRENTLY and run this migration again")
+	return begin + fmt.Sprintf(`DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass(%s) AND NOT indisvalid) THEN
+        RAISE EXCEPTION %s, %s;
+    END IF;
+END
+$$;`, quoteLiteral(qname), msg, quoteLiteral(qname)) + end
+}
+
+func storageAssign(m map[string]string, eq string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+eq+m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
