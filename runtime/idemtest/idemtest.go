@@ -95,11 +95,32 @@ func New(t testing.TB, opts ...Option) *DB {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 
+	var ledgerDDL []string
+	if !o.noLedger {
+		if ledger.Table.Schema != "" {
+			ledgerDDL = append(ledgerDDL, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{ledger.Table.Schema}.Sanitize())
+		}
+		ledgerDDL = append(ledgerDDL, ledger.DDL()...)
+	}
+	template := "template0"
+	if len(ledgerDDL) > 0 {
+		// Copying a database that already holds the ledger is faster than
+		// running the DDL in every test database.
+		tmpl, err := srv.template(ctx, ledger.Table.String(), ledgerDDL)
+		if err != nil {
+			t.Fatalf("idemtest: %v%s", err, srv.logTail())
+		}
+		if tmpl != "" {
+			template, ledgerDDL = tmpl, nil
+		}
+	}
+
 	name, err := databaseName(t.Name())
 	if err != nil {
 		t.Fatalf("idemtest: %v", err)
 	}
-	if _, err := srv.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {
+	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	if _, err := srv.admin.Exec(ctx, create); err != nil {
 		t.Fatalf("idemtest: create database %s: %v%s", name, err, srv.logTail())
 	}
 	db := &DB{Name: name}
@@ -120,29 +141,22 @@ func New(t testing.TB, opts ...Option) *DB {
 		t.Fatalf("idemtest: connect to %s: %v", name, err)
 	}
 
-	var stmts []string
-	if !o.noLedger {
-		if ledger.Table.Schema != "" {
-			stmts = append(stmts, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{ledger.Table.Schema}.Sanitize())
+	if stmts := append(ledgerDDL, o.setup...); len(stmts) > 0 {
+		conn, err := db.Pool.Acquire(ctx)
+		if err != nil {
+			t.Fatalf("idemtest: connect to %s: %v", name, err)
 		}
-		stmts = append(stmts, ledger.DDL()...)
-	}
-	stmts = append(stmts, o.setup...)
-	if len(stmts) > 0 {
-		if err := execAll(ctx, db.Pool, stmts); err != nil {
+		err = execAll(ctx, conn.Conn(), stmts)
+		conn.Release()
+		if err != nil {
 			t.Fatalf("idemtest: set up %s: %v", name, err)
 		}
 	}
 	return db
 }
 
-// execAll runs stmts in order on one connection, in one transaction.
-func execAll(ctx context.Context, pool *pgxpool.Pool, stmts []string) error {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire connection: %w", err)
-	}
-	defer conn.Release()
+// execAll runs stmts in order in one transaction.
+func execAll(ctx context.Context, conn *pgx.Conn, stmts []string) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

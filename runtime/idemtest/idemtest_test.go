@@ -20,8 +20,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemtest"
 )
 
-func TestMain(m *testing.M) { idemtest.Main(m) }
-
 // primaryKey returns the columns of table's primary key, in order.
 func primaryKey(t *testing.T, pool *pgxpool.Pool, table string) []string {
 	t.Helper()
@@ -348,4 +346,27 @@ func fileUID(fi os.FileInfo) uint32 {
 		return st.Uid
 	}
 	return 0
+}
+
+// BenchmarkNew measures creating a test database with the ledger (the
+// databases are dropped when the benchmark ends).
+func BenchmarkNew(b *testing.B) {
+	idemtest.New(b) // start the server and make the template outside the timing
+	b.ResetTimer()
+	for b.Loop() {
+		if err := idemtest.New(b).Pool.Ping(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNewWithoutLedger measures creating an empty test database.
+func BenchmarkNewWithoutLedger(b *testing.B) {
+	idemtest.New(b, idemtest.WithoutLedger())
+	b.ResetTimer()
+	for b.Loop() {
+		if err := idemtest.New(b, idemtest.WithoutLedger()).Pool.Ping(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

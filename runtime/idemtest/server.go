@@ -59,6 +59,13 @@ type server struct {
 	logPath string        // the server's log file
 	proc    *os.Process   // the postmaster
 	exited  chan struct{} // closed when the postmaster has exited
+
+	// templates maps a ledger table name to a template database that
+	// already holds that ledger, so a test database is one CREATE DATABASE
+	// instead of CREATE DATABASE plus the DDL. Only a server this package
+	// started has them: on a shared server they would outlive the tests.
+	tmplMu    sync.Mutex
+	templates map[string]string
 }
 
 // shared is the server of this test binary. It is process-wide on purpose:
@@ -114,11 +121,11 @@ func startServer(ctx context.Context) (*server, error) {
 		}
 		return &server{admin: admin, baseURL: u}, nil
 	}
-	bin, err := findBinaries()
+	bin, err := findBinaries(debianBinaries)
 	if err != nil {
 		return nil, err
 	}
-	return startLocal(ctx, bin)
+	return startLocal(ctx, bin, nil)
 }
 
 // openAdmin opens the small pool used to create and drop test databases.
@@ -139,16 +146,21 @@ func openAdmin(ctx context.Context, connString string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// debianBinaries is where Debian and Ubuntu install the server binaries of
+// each PostgreSQL major version.
+const debianBinaries = "/usr/lib/postgresql/*/bin"
+
 // findBinaries returns the directory holding initdb and postgres: PATH first,
-// then the highest version under /usr/lib/postgresql/*/bin.
-func findBinaries() (string, error) {
+// then the highest version among the directories matching pattern
+// (debianBinaries outside tests).
+func findBinaries(pattern string) (string, error) {
 	if initdb, err := exec.LookPath("initdb"); err == nil {
 		dir := filepath.Dir(initdb)
 		if isExecutable(filepath.Join(dir, "postgres")) {
 			return dir, nil
 		}
 	}
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	matches, _ := filepath.Glob(pattern)
 	type candidate struct {
 		dir     string
 		version []int
@@ -219,8 +231,8 @@ func tempRoot() string {
 }
 
 // startLocal runs initdb into a fresh temporary directory and starts postgres
-// on a unix socket there.
-func startLocal(ctx context.Context, bin string) (_ *server, err error) {
+// on a unix socket there. settings are extra name=value server settings.
+func startLocal(ctx context.Context, bin string, settings []string) (_ *server, err error) {
 	cred, err := runAs()
 	if err != nil {
 		return nil, err
@@ -264,8 +276,8 @@ func startLocal(ctx context.Context, bin string) (_ *server, err error) {
 	}
 
 	logPath := filepath.Join(dir, "postgres.log")
-	srv := &server{dir: dir, logPath: logPath, exited: make(chan struct{})}
-	if err := srv.launch(bin, data, sock, cred); err != nil {
+	srv := &server{dir: dir, logPath: logPath, exited: make(chan struct{}), templates: map[string]string{}}
+	if err := srv.launch(bin, data, sock, cred, settings); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -306,12 +318,12 @@ func childEnv() []string {
 // signal still fires if the test binary dies, even by SIGKILL, so the server
 // never outlives it; SIGQUIT is PostgreSQL's immediate shutdown, which also
 // stops its backends.
-func (s *server) launch(bin, data, sock string, cred *syscall.Credential) error {
+func (s *server) launch(bin, data, sock string, cred *syscall.Credential, settings []string) error {
 	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("idemtest: create server log: %w", err)
 	}
-	cmd := exec.Command(filepath.Join(bin, "postgres"),
+	args := []string{
 		"-D", data,
 		"-c", "listen_addresses=",
 		"-c", "unix_socket_directories="+sock,
@@ -323,7 +335,11 @@ func (s *server) launch(bin, data, sock string, cred *syscall.Credential) error 
 		"-c", "shared_buffers=64MB",
 		"-c", "max_wal_size=1GB",
 		"-c", "logging_collector=off",
-	)
+	}
+	for _, kv := range settings {
+		args = append(args, "-c", kv)
+	}
+	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Dir = s.dir
 	cmd.Env = childEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -372,6 +388,49 @@ func (s *server) waitReady(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// template returns a template database holding the ledger for table, made by
+// running ddl once, or "" when the server keeps no templates. The template
+// refuses connections, which also keeps autovacuum out of it: CREATE DATABASE
+// waits for every session connected to its template to leave.
+func (s *server) template(ctx context.Context, table string, ddl []string) (string, error) {
+	if s.templates == nil {
+		return "", nil
+	}
+	s.tmplMu.Lock()
+	defer s.tmplMu.Unlock()
+	if name, ok := s.templates[table]; ok {
+		return name, nil
+	}
+	name := "idemtest_template_" + strconv.Itoa(len(s.templates))
+	quoted := pgx.Identifier{name}.Sanitize()
+	if _, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+quoted); err != nil {
+		return "", fmt.Errorf("drop old template %s: %w", name, err)
+	}
+	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+quoted+" TEMPLATE template0"); err != nil {
+		return "", fmt.Errorf("create template %s: %w", name, err)
+	}
+	u, err := withDatabase(s.baseURL, name)
+	if err != nil {
+		return "", err
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return "", fmt.Errorf("connect to template %s: %w", name, err)
+	}
+	err = execAll(ctx, conn, ddl)
+	if cerr := conn.Close(ctx); err == nil && cerr != nil {
+		err = fmt.Errorf("close: %w", cerr)
+	}
+	if err != nil {
+		return "", fmt.Errorf("set up template %s: %w", name, err)
+	}
+	if _, err := s.admin.Exec(ctx, "ALTER DATABASE "+quoted+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"); err != nil {
+		return "", fmt.Errorf("mark %s as a template: %w", name, err)
+	}
+	s.templates[table] = name
+	return name, nil
 }
 
 // logTail returns the end of the server log, formatted for an error message.
@@ -462,8 +521,20 @@ func readPid(path string) (int, bool) {
 	return pid, err == nil && pid > 0
 }
 
-// alive reports whether a process with this pid exists.
+// alive reports whether a process with this pid is running. A zombie (dead,
+// not yet reaped by its new parent) does not count.
 func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // no procfs: trust kill(2)
+	}
+	// pid (comm) state ...; comm may contain spaces and parentheses.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		state := stat[i+2]
+		return state != 'Z' && state != 'X'
+	}
+	return true
 }
