@@ -414,9 +414,9 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 	ixName := fileName(r.cfg.Format, version+1, width, slug, "up")
 	resetName := fileName(r.cfg.Format, version+2, width, slug+"_check", "up")
 	exempt := "require-lock-timeout, require-statement-timeout"
-	build.Why = append(build.Why, "lock_timeout and statement_timeout are set by "+setName+" (above).")
+	build.Why = append(build.Why, "lock_timeout and statement_timeout are set by "+versionPart(setName)+", just before.")
 	build.Ignore = exempt
-	drop.Why = append(drop.Why, "lock_timeout and statement_timeout are set by the rollback of "+resetName+".")
+	drop.Why = append(drop.Why, "lock_timeout and statement_timeout are set by the rollback of "+versionPart(resetName)+", just before.")
 	drop.Ignore = exempt
 	out := map[string][]byte{}
 	add := func(files map[string][]byte, err error) error {
@@ -427,14 +427,14 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 		return nil
 	}
 	steps := 3
-	d.Companions = []string{setName, resetName}
-	d.Rollback = r.rollback("drops the index without blocking writes (roll back all three migrations: "+resetName+", "+ixName+" and "+setName+").", "")
+	d.Companions = []string{versionPart(setName), versionPart(resetName)}
+	d.Rollback = lonelyRollback(r.cfg.Format, ixName, setName, resetName)
 	if err := add(r.files(d, []stmt{build}, []stmt{drop}, version+1, width, slug)); err != nil {
 		return nil, 0, err
 	}
 
 	ds := r.base("timeouts")
-	ds.IndexName, ds.IndexQuoted, ds.Companions0 = name, qname, ixName
+	ds.IndexName, ds.IndexQuoted, ds.Companions0 = name, qname, versionPart(ixName)
 	ds.State = fileState{format: r.cfg.Format, table: l.Table.String()}.String()
 	ds.Rollback = r.rollback("resets the settings.", "")
 	if err := add(r.files(ds, []stmt{set}, []stmt{reset}, version, width, slug+"_timeouts")); err != nil {
@@ -442,13 +442,32 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 	}
 
 	dr := r.base("reset")
-	dr.IndexName, dr.IndexQuoted, dr.Companions0 = name, qname, ixName
+	dr.IndexName, dr.IndexQuoted, dr.Companions0 = name, qname, versionPart(ixName)
 	dr.State = ds.State
-	dr.Rollback = r.rollback("sets the timeouts again for the rollback of "+ixName+".", "")
+	dr.Rollback = r.rollback("sets the timeouts again for the rollback of "+versionPart(ixName)+".", "")
 	if err := add(r.files(dr, []stmt{check, reset}, []stmt{set}, version+2, width, slug+"_check")); err != nil {
 		return nil, 0, err
 	}
 	return out, uint64(steps), nil
+}
+
+// lonelyRollback says how to roll back a concurrent build split over three
+// migrations.
+func lonelyRollback(format, ixName, setName, resetName string) string {
+	cmd := "migrate down 3"
+	if format == "dbmate" {
+		cmd = "dbmate rollback, three times,"
+	}
+	return fmt.Sprintf("%s rolls back %s (which sets the timeouts again), %s (which drops the index without blocking writes) and %s (which resets the timeouts), in that order.",
+		cmd, versionPart(resetName), versionPart(ixName), versionPart(setName))
+}
+
+// versionPart is the name of a migration without its direction and
+// extension.
+func versionPart(name string) string {
+	name = strings.TrimSuffix(name, ".sql")
+	name = strings.TrimSuffix(name, ".up")
+	return name
 }
 
 // validCheck fails when the index exists but is INVALID.
@@ -457,7 +476,7 @@ func (r *renderer) validCheck(qname string) string {
 	if r.cfg.Format == "goose" {
 		begin, end = "-- +goose StatementBegin\n", "\n-- +goose StatementEnd"
 	}
-	msg := quoteLiteral("index %s is INVALID after a failed concurrent build: drop it with DROP INDEX CONCURRENTLY and run this migration again")
+	msg := quoteLiteral("index % is INVALID after a failed concurrent build: drop it with DROP INDEX CONCURRENTLY and run this migration again")
 	return begin + fmt.Sprintf(`DO $$
 BEGIN
     IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass(%s) AND NOT indisvalid) THEN

@@ -1,0 +1,243 @@
+// Command idemgen makes service methods idempotent on PostgreSQL. It reads
+// //go:generate idemgen directives in the doc comments of methods and writes,
+// beside the package: typed wrappers with request fingerprints (idem_gen.go),
+// twin-request tests (idem_gen_test.go) and the ledger's SQL migrations.
+//
+// Usage:
+//
+//	//go:generate idemgen [flags]          (or: go tool idemgen, go run github.com/idemgen/idemgen/cmd/idemgen)
+//	idemgen [-check] [-tags=TAGS] [-v] [-debug-model] PACKAGES
+//
+// Exit status: 0 on success, 1 when generation fails or -check finds stale
+// output, 2 on misuse.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/idemgen/idemgen/gen"
+)
+
+const usage = `idemgen makes service methods idempotent on PostgreSQL.
+
+Annotate a method with a directive in its doc comment and run go generate:
+
+	// Charge moves money from a card to the merchant's balance.
+	//
+	//go:generate idemgen -retention=48h -final-errors=ErrCardDeclined
+	func (p *Payments) Charge(ctx context.Context, tx pgx.Tx, req ChargeRequest) (Receipt, error)
+
+The directive may also be written "go tool idemgen ..." (Go 1.24 tool
+directive) or "go run github.com/idemgen/idemgen/cmd/idemgen ...".
+
+Usage:
+	idemgen [directive flags]                  as a go:generate directive ($GOFILE set)
+	idemgen [-check] [-tags=T] [-v] PACKAGES   on package patterns, e.g. ./...
+
+Directive flags (per method):
+	-mode=auto|atomic|external  assert the mode; auto decides from the parameters:
+	                            a pgx.Tx after ctx is atomic, none is external
+	-retention=DURATION         how long a key is remembered (default: the store's, 24h)
+	-lock-timeout=DURATION      external mode: how long a claim blocks retries (default: the store's, 1m)
+	-final-errors=ErrA,ErrB     package-level error variables stored and replayed
+	-storm=N                    concurrent requests in the generated storm test (default 32)
+Directive flags (per package; every directive that sets one must agree):
+	-table=NAME                 ledger table (default idempotency_keys)
+	-migrations=DIR             migrations directory, relative to the package (default migrations)
+	-migration-format=FORMAT    goose (default), golang-migrate, tern, dbmate, atlas, plain
+	-tests=false                do not generate the twin-request tests
+	-tags=TAGS                  build tags for loading the package
+Run flags:
+	-check                      report stale or hand-edited output as a unified diff; exit 1 if any
+	-v                          say what was written or skipped
+	-debug-model                print the model built from the directives, write nothing
+
+Exit status: 0 success, 1 generation errors or stale output (-check), 2 misuse.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole command, testable without a process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen: %v\n", err)
+		return 1
+	}
+	cfg := gen.Config{Dir: wd}
+	var check, verbose, debugModel bool
+	var patterns []string
+	if goFile := os.Getenv("GOFILE"); goFile != "" && !hasPositional(args) {
+		// As a go:generate directive: the flags are the directive's.
+		d, problems := gen.ParseDirectiveArgs(withoutRunFlags(args, &check))
+		if len(problems) > 0 {
+			pos := goFile
+			if line := os.Getenv("GOLINE"); line != "" {
+				pos += ":" + line
+			}
+			for _, p := range problems {
+				fmt.Fprintf(stderr, "%s: %s\n", pos, p)
+			}
+			fmt.Fprint(stderr, "run idemgen -help for usage\n")
+			return 2
+		}
+		cfg.GoFile, cfg.Tags = goFile, d.Tags
+		verbose, debugModel = d.IsSet("v"), d.IsSet("debug-model")
+	} else {
+		fs := flag.NewFlagSet("idemgen", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		fs.Usage = func() { fmt.Fprint(stderr, usage) }
+		fs.BoolVar(&check, "check", false, "")
+		fs.BoolVar(&verbose, "v", false, "")
+		fs.BoolVar(&debugModel, "debug-model", false, "")
+		fs.StringVar(&cfg.Tags, "tags", "", "")
+		for _, name := range []string{"mode", "retention", "lock-timeout", "final-errors", "storm", "table", "migrations", "migration-format", "tests"} {
+			fs.Func(name, "", func(string) error {
+				return fmt.Errorf("belongs in a //go:generate idemgen directive in the method's doc comment, not on the command line of a package run")
+			})
+		}
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		patterns = fs.Args()
+		if len(patterns) == 0 {
+			fmt.Fprint(stderr, "idemgen: no packages given and $GOFILE is not set: run it from a //go:generate directive or name packages, e.g. idemgen ./...\n\n")
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+	}
+	cfg.Patterns = patterns
+	cfg.Force = check || debugModel
+
+	out, err := gen.Generate(ctx, cfg)
+	var list gen.ErrorList
+	if errors.As(err, &list) {
+		for _, e := range list {
+			fmt.Fprintln(stderr, e)
+		}
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen: %v\n", err)
+		return 1
+	}
+	if debugModel {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out.Packages); err != nil {
+			fmt.Fprintf(stderr, "idemgen: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if out.Unchanged {
+		if verbose {
+			fmt.Fprintf(stderr, "idemgen: %s: inputs unchanged since the last run (stamp), nothing to do\n", cfg.GoFile)
+		}
+		return 0
+	}
+	paths := make([]string, 0, len(out.Files))
+	for p := range out.Files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	if check {
+		return checkFiles(wd, paths, out.Files, stdout, stderr)
+	}
+	for _, p := range paths {
+		changed, err := gen.WriteFile(p, out.Files[p])
+		if err != nil {
+			fmt.Fprintf(stderr, "idemgen: %v\n", err)
+			return 1
+		}
+		if verbose {
+			state := "unchanged"
+			switch {
+			case changed && out.Files[p] == nil:
+				state = "removed"
+			case changed:
+				state = "wrote"
+			}
+			fmt.Fprintf(stderr, "idemgen: %s %s\n", state, rel(wd, p))
+		}
+	}
+	return 0
+}
+
+// checkFiles prints a unified diff for every output that differs from disk.
+func checkFiles(wd string, paths []string, files map[string][]byte, stdout, stderr io.Writer) int {
+	stale := 0
+	for _, p := range paths {
+		have, err := os.ReadFile(p)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stderr, "idemgen: %v\n", err)
+			return 1
+		}
+		missing := err != nil
+		want := files[p]
+		if want == nil && missing {
+			continue
+		}
+		name := rel(wd, p)
+		if d := gen.UnifiedDiff("a/"+name, "b/"+name, have, want); d != "" || (missing && want != nil) {
+			if d == "" {
+				d = fmt.Sprintf("--- a/%s (missing)\n+++ b/%s\n", name, name)
+			}
+			fmt.Fprint(stdout, d)
+			stale++
+		}
+	}
+	if stale > 0 {
+		fmt.Fprintf(stderr, "idemgen: %d generated file(s) are stale or hand-edited; run go generate ./... and commit the result\n", stale)
+		return 1
+	}
+	return 0
+}
+
+func rel(wd, p string) string {
+	if r, err := filepath.Rel(wd, p); err == nil {
+		return filepath.ToSlash(r)
+	}
+	return p
+}
+
+// hasPositional reports whether args name packages.
+func hasPositional(args []string) bool {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutRunFlags takes -check out of a directive's arguments.
+func withoutRunFlags(args []string, check *bool) []string {
+	var out []string
+	for _, a := range args {
+		if a == "-check" || a == "--check" {
+			*check = true
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}

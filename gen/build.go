@@ -1,0 +1,439 @@
+package gen
+
+import (
+	"fmt"
+	"go/ast"
+	"go/token"
+	"go/types"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/tools/go/packages"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Import paths the generator recognises by type, never by name.
+const (
+	pgxPath      = "github.com/jackc/pgx/v5"
+	idemPath     = "github.com/idemgen/idemgen/runtime/idem"
+	idemtestPath = "github.com/idemgen/idemgen/runtime/idemtest"
+)
+
+// found is a directive located in the syntax, with the method it annotates.
+type found struct {
+	d    *Directive
+	decl *ast.FuncDecl // nil when not attached to a method
+}
+
+// findDirectives returns every idemgen directive in the package's files, in
+// source order, and the parse problems of each.
+func findDirectives(p *packages.Package, e *errs) []found {
+	var out []found
+	for _, f := range p.Syntax {
+		docOf := map[*ast.CommentGroup]*ast.FuncDecl{}
+		for _, decl := range f.Decls {
+			if fd, ok := decl.(*ast.FuncDecl); ok && fd.Doc != nil && fd.Recv != nil {
+				docOf[fd.Doc] = fd
+			}
+		}
+		for _, cg := range f.Comments {
+			for _, c := range cg.List {
+				line, ok := strings.CutPrefix(c.Text, "//go:generate ")
+				if !ok {
+					continue
+				}
+				pos := p.Fset.Position(c.Slash)
+				words, err := SplitCommand(line)
+				if err != nil {
+					e.add(pos, "cannot read the //go:generate line: %v", err)
+					continue
+				}
+				args, ok := IdemgenArgs(words)
+				if !ok {
+					continue
+				}
+				d, problems := ParseDirectiveArgs(args)
+				d.Pos = pos
+				for _, pr := range problems {
+					e.add(pos, "%s", pr)
+				}
+				fd := docOf[cg]
+				if fd == nil {
+					e.add(pos, "this idemgen directive is not attached to a method: put it in the doc comment directly above the method to make idempotent, e.g. func (p *Payments) Charge(ctx context.Context, tx pgx.Tx, req ChargeRequest) (Receipt, error)")
+				}
+				out = append(out, found{d: d, decl: fd})
+			}
+		}
+	}
+	return out
+}
+
+// Settings are the package-level values every directive must agree on.
+type settings struct {
+	table, migrations, format, tags string
+	tests                           bool
+}
+
+// mergeSettings resolves the package-level flags. Two directives that set
+// one differently are an error at both positions.
+func mergeSettings(ds []*Directive, e *errs) settings {
+	s := settings{table: idem.DefaultTable, migrations: DefaultMigrations, format: DefaultMigrationFormat, tests: true}
+	for _, name := range []string{"table", "migrations", "migration-format", "tests", "tags"} {
+		var first *Directive
+		for _, d := range ds {
+			if !d.IsSet(name) {
+				continue
+			}
+			if first == nil {
+				first = d
+				continue
+			}
+			if d.set[name] != first.set[name] {
+				e.add(d.Pos, "-%s=%s disagrees with -%s=%s at %s: -%s applies to the whole package, so every directive that sets it must say the same", name, d.set[name], name, first.set[name], first.Pos, name)
+				e.add(first.Pos, "-%s=%s disagrees with -%s=%s at %s: -%s applies to the whole package, so every directive that sets it must say the same", name, first.set[name], name, d.set[name], d.Pos, name)
+			}
+		}
+		if first == nil {
+			continue
+		}
+		switch name {
+		case "table":
+			s.table = first.Table
+		case "migrations":
+			s.migrations = first.Migrations
+		case "migration-format":
+			s.format = first.MigrationFormat
+		case "tests":
+			s.tests = first.Tests
+		case "tags":
+			s.tags = first.Tags
+		}
+	}
+	return s
+}
+
+// builder builds the model of one package.
+type builder struct {
+	l     *loaded
+	pkg   *types.Package
+	e     *errs
+	names *namer
+	named map[string]*Named // by qualified type string
+	model *Package
+
+	fixtures    []fixtureWant
+	fixtureSeen map[string]bool
+}
+
+// Build checks every idemgen directive of a loaded package and returns its
+// model. A package without directives returns (nil, nil).
+func build(l *loaded) (*Package, ErrorList) {
+	e := &errs{}
+	p := l.pkg
+	if len(p.Errors) > 0 {
+		for _, pe := range p.Errors {
+			e.add(posOf(pe.Pos), "package %s does not type-check, so idemgen cannot read its methods: %s (fix the build first; idemgen ignores the files it wrote itself)", p.PkgPath, pe.Msg)
+		}
+		return nil, e.list
+	}
+	fs := findDirectives(p, e)
+	if len(fs) == 0 {
+		return nil, e.list
+	}
+	var ds []*Directive
+	for _, f := range fs {
+		ds = append(ds, f.d)
+	}
+	st := mergeSettings(ds, e)
+	b := &builder{l: l, pkg: p.Types, e: e, named: map[string]*Named{}, fixtureSeen: map[string]bool{}}
+	b.names = newNamer(p.Types.Scope())
+	dir := ""
+	if len(p.GoFiles) > 0 {
+		dir = filepath.Dir(p.GoFiles[0])
+	}
+	m := &Package{Path: p.PkgPath, Name: p.Name, Dir: dir, MigrationFormat: st.format, Tests: st.tests,
+		MigrationsDir: filepath.ToSlash(filepath.Clean(st.migrations))}
+	b.model = m
+	if id, err := idem.ParseIdent(st.table); err != nil {
+		pos := fs[0].d.Pos
+		for _, f := range fs {
+			if f.d.IsSet("table") {
+				pos = f.d.Pos
+				break
+			}
+		}
+		e.add(pos, "-table: %v", err)
+	} else {
+		m.Table, m.TableQuoted = id.String(), id.Quoted()
+	}
+
+	recvs := map[string]*Receiver{}
+	seen := map[*ast.FuncDecl]*Directive{}
+	for _, f := range fs {
+		if f.decl == nil {
+			continue
+		}
+		if prev := seen[f.decl]; prev != nil {
+			e.add(f.d.Pos, "method %s already has an idemgen directive at %s: keep one", f.decl.Name.Name, prev.Pos)
+			continue
+		}
+		seen[f.decl] = f.d
+		meth := b.method(f.d, f.decl)
+		if meth == nil {
+			continue
+		}
+		r := recvs[meth.Receiver]
+		if r == nil {
+			r = &Receiver{Name: meth.Receiver}
+			recvs[meth.Receiver] = r
+		}
+		r.Methods = append(r.Methods, meth)
+	}
+	for _, r := range recvs {
+		sort.Slice(r.Methods, func(i, j int) bool { return r.Methods[i].Name < r.Methods[j].Name })
+		m.Receivers = append(m.Receivers, r)
+	}
+	sort.Slice(m.Receivers, func(i, j int) bool { return m.Receivers[i].Name < m.Receivers[j].Name })
+	b.allocateNames()
+	if m.Tests {
+		b.checkFixtures()
+	}
+	if len(e.list) > 0 {
+		return nil, e.list
+	}
+	return m, nil
+}
+
+func posOf(s string) token.Position {
+	// go/packages positions are "file:line:col"; keep them as a file name so
+	// they print unchanged.
+	if s == "" || s == "-" {
+		return token.Position{}
+	}
+	return token.Position{Filename: s, Line: 0}
+}
+
+// method checks one annotated method and returns its model, or nil.
+func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
+	fset := b.l.pkg.Fset
+	fn, _ := b.l.pkg.TypesInfo.Defs[decl.Name].(*types.Func)
+	if fn == nil {
+		b.e.add(d.Pos, "cannot resolve method %s", decl.Name.Name)
+		return nil
+	}
+	sig := fn.Type().(*types.Signature)
+	namePos := fset.Position(decl.Name.Pos())
+	rt := sig.Recv().Type()
+	if p, ok := rt.(*types.Pointer); ok {
+		rt = p.Elem()
+	}
+	recv, ok := types.Unalias(rt).(*types.Named)
+	if !ok {
+		b.e.add(namePos, "cannot read the receiver type of %s", decl.Name.Name)
+		return nil
+	}
+	if recv.TypeParams().Len() > 0 {
+		b.e.add(namePos, "%s has a generic receiver %s: idemgen wraps methods of non-generic types only; move the method to a concrete type", decl.Name.Name, recv.Obj().Name())
+		return nil
+	}
+	m := &Method{
+		Receiver: recv.Obj().Name(), Name: fn.Name(), Pos: d.Pos.String(),
+		Retention: d.Retention, LockTimeout: d.LockTimeout, FinalErrors: d.FinalErrors, Storm: d.Storm,
+	}
+	m.Key = m.Receiver + "." + m.Name
+	if !fn.Exported() {
+		b.e.add(namePos, "method %s is unexported: the wrapper exposes a method of the same name, so export it (or wrap an exported method that calls it)", m.Key)
+	}
+	params := sig.Params()
+	ok = true
+	if sig.Variadic() {
+		b.e.add(namePos, "%s is variadic: a variadic call cannot be fingerprinted reliably; take a slice parameter instead", m.Key)
+		ok = false
+	}
+	if params.Len() == 0 || !isNamed(params.At(0).Type(), "context", "Context") {
+		b.e.add(namePos, "%s must take a context.Context as its first parameter: the idempotency key and scope travel in it (idem.WithKey, idem.WithScope)", m.Key)
+		return nil
+	}
+	first := 1
+	hasTx := params.Len() > 1 && isNamed(params.At(1).Type(), pgxPath, "Tx")
+	switch {
+	case d.Mode == string(ModeAtomic) && !hasTx:
+		b.e.add(d.Pos, "-mode=atomic needs a pgx.Tx as the second parameter of %s, so the claim and the work commit together; add tx pgx.Tx or drop -mode to use external mode", m.Key)
+		ok = false
+	case d.Mode == string(ModeExternal) && hasTx:
+		b.e.add(d.Pos, "-mode=external runs %s outside any transaction, but it takes a pgx.Tx; remove the tx parameter or drop -mode to use atomic mode", m.Key)
+		ok = false
+	}
+	if hasTx {
+		m.Mode = ModeAtomic
+		first = 2
+	} else {
+		m.Mode = ModeExternal
+	}
+	if m.Mode == ModeAtomic && d.IsSet("lock-timeout") {
+		b.e.add(d.Pos, "-lock-timeout applies to external-mode methods only; %s runs in one transaction (it takes a pgx.Tx), so remove -lock-timeout", m.Key)
+		ok = false
+	}
+	for i := 1; i < params.Len(); i++ {
+		if i > 1 || !hasTx {
+			if isNamed(params.At(i).Type(), pgxPath, "Tx") {
+				b.e.add(fset.Position(params.At(i).Pos()), "%s takes a pgx.Tx as parameter %d: the transaction must come right after ctx (atomic mode)", m.Key, i+1)
+				ok = false
+			}
+		}
+	}
+
+	// Results: (R, error) or error.
+	res := sig.Results()
+	switch {
+	case res.Len() == 0 || !isError(res.At(res.Len()-1).Type()):
+		b.e.add(namePos, "%s must return error as its last result (R, error) or error: failures are how a retry knows to run again", m.Key)
+		ok = false
+	case res.Len() > 2:
+		b.e.add(namePos, "%s returns %d results: return (R, error) or error; put several values in a struct", m.Key, res.Len())
+		ok = false
+	case res.Len() == 2:
+		r := res.At(0)
+		if b.checkResponse(r.Type(), fset.Position(r.Pos()), "the response of "+m.Key, map[string]bool{}) {
+			m.Result = b.render(r.Type())
+		} else {
+			ok = false
+		}
+	}
+
+	// Parameters after ctx (and tx): all fingerprinted, in order.
+	used := map[string]bool{}
+	for i := first; i < params.Len(); i++ {
+		v := params.At(i)
+		name := v.Name()
+		if name == "" || name == "_" {
+			name = fmt.Sprintf("arg%d", i-first+1)
+		}
+		local := name
+		if reservedLocal[local] || used[local] || b.pkg.Scope().Lookup(local) != nil {
+			local = fmt.Sprintf("arg%d", i-first+1)
+		}
+		used[local] = true
+		walk := &fpWalk{b: b, pos: fset.Position(v.Pos()), m: m, param: len(m.Params)}
+		if !walk.check(v.Type(), name, nil, map[string]bool{}) {
+			ok = false
+		}
+		m.Params = append(m.Params, Param{Name: name, Local: local, Type: b.render(v.Type())})
+	}
+
+	for _, n := range d.FinalErrors {
+		obj := b.pkg.Scope().Lookup(n)
+		v, isVar := obj.(*types.Var)
+		switch {
+		case obj == nil:
+			b.e.add(d.Pos, "-final-errors: %s is not declared in package %s; declare it as a package-level sentinel, e.g. var %s = errors.New(\"...\")", n, b.pkg.Name(), n)
+			ok = false
+		case !isVar:
+			b.e.add(d.Pos, "-final-errors: %s is a %s, not a package-level error variable; declare var %s = errors.New(\"...\")", n, kindOf(obj), n)
+			ok = false
+		case !types.Implements(v.Type(), errorType) && !types.Implements(types.NewPointer(v.Type()), errorType):
+			b.e.add(d.Pos, "-final-errors: %s has type %s, which is not an error; name a package-level error variable", n, types.TypeString(v.Type(), types.RelativeTo(b.pkg)))
+			ok = false
+		}
+	}
+	if !ok {
+		return nil
+	}
+	b.wantFixtures(d.Pos, m, sig, first)
+	return m
+}
+
+var reservedLocal = map[string]bool{
+	"w": true, "ctx": true, "tx": true, "f": true, "v": true,
+	"idem": true, "pgx": true, "context": true, "time": true, "errors": true, "testing": true,
+}
+
+var errorType = types.Universe.Lookup("error").Type().Underlying().(*types.Interface)
+
+func kindOf(o types.Object) string {
+	switch o.(type) {
+	case *types.Const:
+		return "constant"
+	case *types.TypeName:
+		return "type"
+	case *types.Func:
+		return "function"
+	}
+	return "declaration"
+}
+
+func isNamed(t types.Type, pkg, name string) bool {
+	n, ok := types.Unalias(t).(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == pkg && n.Obj().Name() == name
+}
+
+func isError(t types.Type) bool {
+	return types.Identical(types.Unalias(t), types.Universe.Lookup("error").Type())
+}
+
+// allocateNames gives every generated identifier a name that collides with
+// nothing in the package.
+func (b *builder) allocateNames() {
+	for _, r := range b.model.Receivers {
+		r.Wrapper = b.names.exported("Idempotent" + r.Name)
+		r.Constructor = b.names.exported("NewIdempotent" + r.Name)
+		r.Fixture = "new" + r.Name + "ForTest"
+		for _, m := range r.Methods {
+			m.MethodVar = b.names.unexported("idem" + r.Name + m.Name)
+			m.FingerprintFunc = b.names.unexported("fingerprint" + r.Name + m.Name)
+			m.SampleFixture = "sample" + r.Name + m.Name + "Args"
+		}
+	}
+	keys := make([]string, 0, len(b.named))
+	for k := range b.named {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		n := b.named[k]
+		if n.Helper == "" {
+			continue
+		}
+		n.Helper = b.names.unexported(n.Helper)
+		b.model.Named = append(b.model.Named, n)
+	}
+	sort.Slice(b.model.Named, func(i, j int) bool { return b.model.Named[i].Helper < b.model.Named[j].Helper })
+}
+
+// namer hands out identifiers that collide neither with the package's own
+// declarations nor with each other.
+type namer struct {
+	scope *types.Scope
+	taken map[string]bool
+}
+
+func newNamer(scope *types.Scope) *namer { return &namer{scope: scope, taken: map[string]bool{}} }
+
+func (n *namer) free(s string) bool { return !n.taken[s] && n.scope.Lookup(s) == nil }
+
+// exported returns name itself: users call these, so a clash is reported by
+// the compiler on the user's declaration rather than renamed silently.
+func (n *namer) exported(name string) string { n.taken[name] = true; return name }
+
+func (n *namer) unexported(name string) string {
+	s := name
+	for i := 2; !n.free(s); i++ {
+		s = fmt.Sprintf("%s%d", name, i)
+	}
+	n.taken[s] = true
+	return s
+}
+
+// formatDuration prints a duration the way a person writes it: 48h, 90m, 30s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	for _, suf := range []string{"h0m0s", "m0s"} {
+		if strings.HasSuffix(s, suf) {
+			s = strings.TrimSuffix(s, suf) + suf[:1]
+		}
+	}
+	return s
+}

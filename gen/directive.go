@@ -1,0 +1,243 @@
+package gen
+
+import (
+	"fmt"
+	"go/token"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Directive is one parsed //go:generate idemgen line.
+type Directive struct {
+	Pos  token.Position
+	Args []string // the flags as written
+
+	Mode        string        // "", "atomic" or "external"
+	Retention   time.Duration // 0: the store's default
+	LockTimeout time.Duration // 0: the store's default
+	FinalErrors []string
+	Storm       int
+
+	// Package-level settings: directives that set them must agree.
+	Table           string
+	Migrations      string
+	MigrationFormat string
+	Tests           bool
+	Tags            string
+
+	set map[string]string // flag name → value as written, for the flags given
+}
+
+// flagKind says what a directive flag holds and where it applies.
+type flagKind struct {
+	boolean  bool
+	pkgLevel bool
+}
+
+// directiveFlags are the flags a directive may carry. -v and -debug-model are
+// accepted so the same line works when run by go generate; -check is not.
+var directiveFlags = map[string]flagKind{
+	"mode":             {},
+	"retention":        {},
+	"lock-timeout":     {},
+	"final-errors":     {},
+	"storm":            {},
+	"table":            {pkgLevel: true},
+	"migrations":       {pkgLevel: true},
+	"migration-format": {pkgLevel: true},
+	"tests":            {boolean: true, pkgLevel: true},
+	"tags":             {pkgLevel: true},
+	"v":                {boolean: true},
+	"debug-model":      {boolean: true},
+}
+
+// Defaults of the package-level settings.
+const (
+	DefaultMigrations      = "migrations"
+	DefaultMigrationFormat = "goose"
+	DefaultStorm           = 32
+)
+
+// MigrationFormats are the accepted -migration-format values.
+var MigrationFormats = []string{"goose", "golang-migrate", "tern", "dbmate", "atlas", "plain"}
+
+// ParseDirectiveArgs parses the flags of a directive (everything after the
+// command). Unknown, repeated or malformed flags and positional arguments
+// are errors.
+func ParseDirectiveArgs(args []string) (*Directive, []string) {
+	d := &Directive{Args: args, Tests: true, Storm: DefaultStorm, set: map[string]string{}}
+	var problems []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			problems = append(problems, fmt.Sprintf("unexpected argument %q: a directive takes only flags, e.g. -retention=48h", a))
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		k, ok := directiveFlags[name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("unknown flag -%s (known: %s)", name, knownFlags()))
+			continue
+		}
+		if !hasValue {
+			if k.boolean {
+				value = "true"
+			} else if i+1 < len(args) {
+				i++
+				value = args[i]
+			} else {
+				problems = append(problems, fmt.Sprintf("flag -%s needs a value", name))
+				continue
+			}
+		}
+		if _, dup := d.set[name]; dup {
+			problems = append(problems, fmt.Sprintf("flag -%s is given twice", name))
+			continue
+		}
+		d.set[name] = value
+		if err := d.apply(name, value); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return d, problems
+}
+
+func knownFlags() string {
+	return "-mode, -retention, -lock-timeout, -final-errors, -storm, -table, -migrations, -migration-format, -tests, -tags, -v, -debug-model"
+}
+
+func (d *Directive) apply(name, value string) error {
+	switch name {
+	case "mode":
+		switch value {
+		case "atomic", "external":
+			d.Mode = value
+		case "auto":
+		default:
+			return fmt.Errorf("-mode=%s: want auto, atomic or external", value)
+		}
+	case "retention", "lock-timeout":
+		v, err := time.ParseDuration(value)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("-%s=%s: want a positive duration such as 48h or 90s", name, value)
+		}
+		if name == "retention" {
+			d.Retention = v
+		} else {
+			d.LockTimeout = v
+		}
+	case "final-errors":
+		for _, n := range strings.Split(value, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				return fmt.Errorf("-final-errors=%s: want a comma-separated list of package-level error variables, e.g. ErrCardDeclined,ErrInsufficientFunds", value)
+			}
+			for _, have := range d.FinalErrors {
+				if have == n {
+					return fmt.Errorf("-final-errors names %s twice", n)
+				}
+			}
+			d.FinalErrors = append(d.FinalErrors, n)
+		}
+	case "storm":
+		n, err := strconv.Atoi(value)
+		if err != nil || n < 2 || n > 1024 {
+			return fmt.Errorf("-storm=%s: want a number of concurrent requests between 2 and 1024", value)
+		}
+		d.Storm = n
+	case "table":
+		d.Table = value
+	case "migrations":
+		if value == "" {
+			return fmt.Errorf("-migrations needs a directory, relative to the package (default %s)", DefaultMigrations)
+		}
+		d.Migrations = value
+	case "migration-format":
+		ok := false
+		for _, f := range MigrationFormats {
+			ok = ok || f == value
+		}
+		if !ok {
+			return fmt.Errorf("-migration-format=%s: want one of %s", value, strings.Join(MigrationFormats, ", "))
+		}
+		d.MigrationFormat = value
+	case "tests":
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return fmt.Errorf("-tests=%s: want true or false", value)
+		}
+		d.Tests = b
+	case "tags":
+		d.Tags = value
+	}
+	return nil
+}
+
+// IsSet reports whether the directive gave the flag.
+func (d *Directive) IsSet(name string) bool { _, ok := d.set[name]; return ok }
+
+// SplitCommand splits a //go:generate line the way go generate does: words
+// separated by spaces, double-quoted words unquoted.
+func SplitCommand(line string) ([]string, error) {
+	var words []string
+	line = strings.TrimSpace(line)
+	for line != "" {
+		if line[0] == '"' {
+			end := 1
+			for end < len(line) && line[end] != '"' {
+				if line[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			if end >= len(line) {
+				return nil, fmt.Errorf("unterminated quoted string")
+			}
+			w, err := strconv.Unquote(line[:end+1])
+			if err != nil {
+				return nil, fmt.Errorf("bad quoted string %s", line[:end+1])
+			}
+			words = append(words, w)
+			line = strings.TrimLeft(line[end+1:], " \t")
+			continue
+		}
+		i := strings.IndexAny(line, " \t")
+		if i < 0 {
+			i = len(line)
+		}
+		words = append(words, line[:i])
+		line = strings.TrimLeft(line[i:], " \t")
+	}
+	return words, nil
+}
+
+// IdemgenArgs reports whether a go:generate command runs idemgen, in any of
+// its forms, and returns the arguments after the command:
+//
+//	idemgen ARGS
+//	go tool idemgen ARGS
+//	go run github.com/idemgen/idemgen/cmd/idemgen[@version] ARGS
+func IdemgenArgs(words []string) ([]string, bool) {
+	isIdemgen := func(w string) bool {
+		w, _, _ = strings.Cut(w, "@")
+		return w == "idemgen" || strings.HasSuffix(w, "/idemgen")
+	}
+	switch {
+	case len(words) >= 1 && isIdemgen(words[0]):
+		return words[1:], true
+	case len(words) >= 3 && words[0] == "go" && words[1] == "tool" && isIdemgen(words[2]):
+		return words[3:], true
+	case len(words) >= 3 && words[0] == "go" && words[1] == "run":
+		for i := 2; i < len(words); i++ {
+			if strings.HasPrefix(words[i], "-") { // go run's own flags
+				continue
+			}
+			if isIdemgen(words[i]) {
+				return words[i+1:], true
+			}
+			return nil, false
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,505 @@
+package gen
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// emitter renders the Go files of one package model.
+type emitter struct {
+	m     *Package
+	named map[string]*Named // by PkgPath + "." + Name
+}
+
+func newEmitter(m *Package) *emitter {
+	e := &emitter{m: m, named: map[string]*Named{}}
+	for _, n := range m.Named {
+		e.named[n.Type.PkgPath+"."+n.Type.Name] = n
+	}
+	return e
+}
+
+func newFile(m *Package, stamp []string) *jen.File {
+	f := jen.NewFilePathName(m.Path, m.Name)
+	f.HeaderComment(Header)
+	for _, s := range stamp {
+		f.HeaderComment(s)
+	}
+	f.ImportName("context", "context")
+	f.ImportName("time", "time")
+	f.ImportName("errors", "errors")
+	f.ImportName("testing", "testing")
+	f.ImportName("reflect", "reflect")
+	f.ImportName("maps", "maps")
+	f.ImportName("slices", "slices")
+	f.ImportName("sync/atomic", "atomic")
+	f.ImportName(pgxPath, "pgx")
+	f.ImportName(idemPath, "idem")
+	f.ImportName(idemtestPath, "idemtest")
+	return f
+}
+
+func render(f *jen.File) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := f.Render(&buf); err != nil {
+		return nil, fmt.Errorf("render generated code: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// emitGo renders the wrappers file.
+func (e *emitter) emitGo(stamp []string) ([]byte, error) {
+	f := newFile(e.m, stamp)
+	for _, r := range e.m.Receivers {
+		f.Add(e.wrapperType(r))
+		f.Add(e.constructor(r))
+		for _, m := range r.Methods {
+			f.Add(e.methodVar(m))
+			f.Add(e.wrapperMethod(r, m, false))
+			if m.Mode == ModeAtomic {
+				f.Add(e.wrapperMethod(r, m, true))
+			}
+			f.Add(e.guard(m))
+			f.Add(e.fingerprintFunc(m))
+		}
+	}
+	for _, n := range e.m.Named {
+		f.Add(e.fingerprintHelper(n))
+		if g := e.structGuard(n); g != nil {
+			f.Add(g)
+		}
+	}
+	return render(f)
+}
+
+// typ is the one types → jen.Code helper.
+func (e *emitter) typ(t *Type) *jen.Statement {
+	switch t.Kind {
+	case KindBasic:
+		return jen.Id(t.Basic)
+	case KindNamed:
+		var s *jen.Statement
+		if t.PkgPath == e.m.Path {
+			s = jen.Id(t.Name)
+		} else {
+			s = jen.Qual(t.PkgPath, t.Name)
+		}
+		if len(t.TypeArgs) > 0 {
+			var args []jen.Code
+			for _, a := range t.TypeArgs {
+				args = append(args, e.typ(a))
+			}
+			s = s.Types(args...)
+		}
+		return s
+	case KindPointer:
+		return jen.Op("*").Add(e.typ(t.Elem))
+	case KindSlice:
+		return jen.Index().Add(e.typ(t.Elem))
+	case KindArray:
+		return jen.Index(jen.Lit(int(t.Len))).Add(e.typ(t.Elem))
+	case KindMap:
+		return jen.Map(e.typ(t.Key)).Add(e.typ(t.Elem))
+	case KindStruct:
+		var fields []jen.Code
+		for _, fl := range t.Fields {
+			var s *jen.Statement
+			if fl.Embedded {
+				s = e.typ(fl.Type)
+			} else {
+				s = jen.Id(fl.Name).Add(e.typ(fl.Type))
+			}
+			if fl.Tag != "" {
+				s = s.Op("`" + fl.Tag + "`")
+			}
+			fields = append(fields, s)
+		}
+		return jen.Struct(fields...)
+	}
+	return jen.Id(t.Expr)
+}
+
+// result is the response type as the runtime sees it: R, or struct{} for
+// error-only methods.
+func (e *emitter) result(m *Method) *jen.Statement {
+	if m.Result == nil {
+		return jen.Struct()
+	}
+	return e.typ(m.Result)
+}
+
+// duration renders a duration literal: 48 * time.Hour.
+func duration(d time.Duration) jen.Code {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "Hour"}, {time.Minute, "Minute"}, {time.Second, "Second"}, {time.Millisecond, "Millisecond"}} {
+		if d%u.d == 0 {
+			if d == u.d {
+				return jen.Qual("time", u.name)
+			}
+			return jen.Lit(int(d / u.d)).Op("*").Qual("time", u.name)
+		}
+	}
+	return jen.Qual("time", "Duration").Call(jen.Lit(int64(d)))
+}
+
+// Doc sentences shared by the identifiers of one method.
+
+func retentionText(m *Method) string {
+	if m.Retention == 0 {
+		return "Keys are kept for the store's retention (idem.WithRetention, 24h by default); a key sent after that is treated as new."
+	}
+	r := formatDuration(m.Retention)
+	return fmt.Sprintf("Keys are kept for %s: a key sent after %s is treated as new.", r, r)
+}
+
+func modeText(m *Method) string {
+	if m.Mode == ModeAtomic {
+		return "Mode: atomic. The claim, the work and the stored response commit in one transaction, or not at all."
+	}
+	lt := "the store's lock timeout (1m by default)"
+	if m.LockTimeout > 0 {
+		lt = formatDuration(m.LockTimeout)
+	}
+	return fmt.Sprintf("Mode: external. The claim commits an in-progress row before the work runs outside any transaction; a retry meanwhile gets idem.ErrInProgress, and an attempt that dies is taken over after %s.", lt)
+}
+
+func finalText(m *Method) string {
+	if len(m.FinalErrors) == 0 {
+		return "No final errors: any error lets a retry run the method again."
+	}
+	return fmt.Sprintf("Final errors, stored and replayed (errors.Is holds): %s. Any other error lets a retry run the method again.", strings.Join(m.FinalErrors, ", "))
+}
+
+func fingerprintText(m *Method) string {
+	if len(m.Fingerprinted) == 0 && len(m.Omitted) == 0 {
+		return "Fingerprinted: nothing but the method name (it takes no arguments)."
+	}
+	s := "Fingerprinted: " + strings.Join(m.Fingerprinted, ", ") + "."
+	if len(m.Fingerprinted) == 0 {
+		s = "Fingerprinted: nothing but the method name."
+	}
+	if len(m.Omitted) > 0 {
+		s += " Left out (idem:\"-\"): " + strings.Join(m.Omitted, ", ") + "."
+	}
+	return s
+}
+
+// comment renders lines as a // doc comment.
+func comment(lines ...string) *jen.Statement {
+	s := jen.Null()
+	for i, l := range lines {
+		for j, part := range strings.Split(l, "\n") {
+			if i > 0 || j > 0 {
+				s = s.Line()
+			}
+			s = s.Comment(part)
+		}
+	}
+	return s
+}
+
+// wrapperType:
+//
+//	type IdempotentPayments struct { inner *Payments; store *idem.Store }
+func (e *emitter) wrapperType(r *Receiver) jen.Code {
+	var names []string
+	for _, m := range r.Methods {
+		names = append(names, m.Name)
+	}
+	return comment(
+		fmt.Sprintf("%s wraps *%s so that %s run at most once per idempotency key", r.Wrapper, r.Name, strings.Join(names, ", ")),
+		"(idem.WithKey) within its scope (idem.WithScope); retries replay the stored response.",
+	).Line().Type().Id(r.Wrapper).Struct(
+		jen.Id("inner").Op("*").Id(r.Name),
+		jen.Id("store").Op("*").Qual(idemPath, "Store"),
+	).Line()
+}
+
+// constructor:
+//
+//	func NewIdempotentPayments(inner *Payments, store *idem.Store) *IdempotentPayments
+func (e *emitter) constructor(r *Receiver) jen.Code {
+	return comment(fmt.Sprintf("%s wraps inner so that its annotated methods run through the ledger of store.", r.Constructor)).Line().
+		Func().Id(r.Constructor).Params(jen.Id("inner").Op("*").Id(r.Name), jen.Id("store").Op("*").Qual(idemPath, "Store")).Op("*").Id(r.Wrapper).Block(
+		jen.Return(jen.Op("&").Id(r.Wrapper).Values(jen.Dict{jen.Id("inner"): jen.Id("inner"), jen.Id("store"): jen.Id("store")})),
+	).Line()
+}
+
+// methodVar:
+//
+//	var idemPaymentsCharge = &idem.Method[Receipt]{Name: "Payments.Charge", Retention: 48 * time.Hour, ...}
+func (e *emitter) methodVar(m *Method) jen.Code {
+	// Fields in the order a reader expects, not jen.Dict's sorted order.
+	d := []jen.Code{jen.Id("Name").Op(":").Lit(m.Key)}
+	if m.Retention > 0 {
+		d = append(d, jen.Id("Retention").Op(":").Add(duration(m.Retention)))
+	}
+	if m.LockTimeout > 0 {
+		d = append(d, jen.Id("LockTimeout").Op(":").Add(duration(m.LockTimeout)))
+	}
+	if len(m.FinalErrors) > 0 {
+		var items []jen.Code
+		for _, n := range m.FinalErrors {
+			items = append(items, jen.Values(jen.Id("Name").Op(":").Lit(n), jen.Id("Err").Op(":").Id(n)))
+		}
+		d = append(d, jen.Id("FinalErrors").Op(":").Index().Qual(idemPath, "FinalError").Values(items...))
+	}
+	return comment(
+		fmt.Sprintf("%s describes %s to the runtime. The response is stored as JSON.", m.MethodVar, m.Key),
+		modeText(m), retentionText(m), finalText(m),
+	).Line().Var().Id(m.MethodVar).Op("=").Op("&").Qual(idemPath, "Method").Types(e.result(m)).Values(d...).Line()
+}
+
+// wrapperMethod:
+//
+//	func (w *IdempotentPayments) Charge(ctx context.Context, req ChargeRequest) (Receipt, error) {
+//		return idem.Atomic(ctx, w.store, idemPaymentsCharge, fingerprintPaymentsCharge(req),
+//			func(ctx context.Context, tx pgx.Tx) (Receipt, error) { return w.inner.Charge(ctx, tx, req) })
+//	}
+func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
+	name := m.Name
+	params := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
+	var args, callArgs []jen.Code
+	callArgs = append(callArgs, jen.Id("ctx"))
+	if m.Mode == ModeAtomic {
+		callArgs = append(callArgs, jen.Id("tx"))
+	}
+	if inTx {
+		name += "InTx"
+		params = append(params, jen.Id("tx").Qual(pgxPath, "Tx"))
+	}
+	for _, p := range m.Params {
+		params = append(params, jen.Id(p.Local).Add(e.typ(p.Type)))
+		args = append(args, jen.Id(p.Local))
+		callArgs = append(callArgs, jen.Id(p.Local))
+	}
+	results := []jen.Code{jen.Error()}
+	if m.Result != nil {
+		results = []jen.Code{e.typ(m.Result), jen.Error()}
+	}
+	core := "Atomic"
+	coreArgs := []jen.Code{jen.Id("ctx"), jen.Id("w").Dot("store")}
+	bodyParams := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
+	switch {
+	case inTx:
+		core = "AtomicInTx"
+		coreArgs = append(coreArgs, jen.Id("tx"))
+		bodyParams = append(bodyParams, jen.Id("tx").Qual(pgxPath, "Tx"))
+	case m.Mode == ModeAtomic:
+		bodyParams = append(bodyParams, jen.Id("tx").Qual(pgxPath, "Tx"))
+	default:
+		core = "External"
+	}
+	coreArgs = append(coreArgs, jen.Id(m.MethodVar), jen.Id(m.FingerprintFunc).Call(args...))
+	inner := jen.Id("w").Dot("inner").Dot(m.Name).Call(callArgs...)
+	var body []jen.Code
+	if m.Result != nil {
+		body = []jen.Code{jen.Return(inner)}
+	} else {
+		body = []jen.Code{jen.Return(jen.Struct().Values(), inner)}
+	}
+	fn := jen.Func().Params(bodyParams...).Params(e.result(m), jen.Error()).Block(body...)
+	call := jen.Qual(idemPath, core).Call(append(coreArgs, fn)...)
+	var block []jen.Code
+	if m.Result != nil {
+		block = []jen.Code{jen.Return(call)}
+	} else {
+		block = []jen.Code{jen.List(jen.Id("_"), jen.Id("err")).Op(":=").Add(call), jen.Return(jen.Id("err"))}
+	}
+	var doc []string
+	if inTx {
+		doc = []string{
+			fmt.Sprintf("%s is %s run inside the caller's transaction tx, under a savepoint: the claim,", name, m.Name),
+			"the work and the stored response commit with tx, and a refused claim (replay, mismatch) leaves tx usable.",
+		}
+	} else {
+		doc = []string{fmt.Sprintf("%s calls %s at most once per idempotency key (idem.WithKey) within its scope", name, m.Key),
+			"(idem.WithScope); a retry with the same key and request replays the stored response, and the same key with",
+			"another request fails with idem.ErrMismatch."}
+	}
+	doc = append(doc, modeText(m), retentionText(m), finalText(m), fingerprintText(m))
+	return comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(r.Wrapper)).Id(name).Params(params...).Params(results...).Block(block...).Line()
+}
+
+// guard:
+//
+//	var _ func(*Payments, context.Context, pgx.Tx, ChargeRequest) (Receipt, error) = (*Payments).Charge
+func (e *emitter) guard(m *Method) jen.Code {
+	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context")}
+	if m.Mode == ModeAtomic {
+		params = append(params, jen.Qual(pgxPath, "Tx"))
+	}
+	for _, p := range m.Params {
+		params = append(params, e.typ(p.Type))
+	}
+	results := []jen.Code{jen.Error()}
+	if m.Result != nil {
+		results = []jen.Code{e.typ(m.Result), jen.Error()}
+	}
+	return comment(fmt.Sprintf("The build fails here if %s no longer has the signature this file was generated from: run go generate.", m.Key)).Line().
+		Var().Id("_").Func().Params(params...).Params(results...).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name).Line()
+}
+
+// fingerprintFunc:
+//
+//	func fingerprintPaymentsCharge(req ChargeRequest) []byte {
+//		f := idem.NewFingerprinter("Payments.Charge"); f.Field("req"); fpChargeRequest(f, req); return f.Sum()
+//	}
+func (e *emitter) fingerprintFunc(m *Method) jen.Code {
+	var params []jen.Code
+	body := []jen.Code{jen.Id("f").Op(":=").Qual(idemPath, "NewFingerprinter").Call(jen.Lit(m.Key))}
+	for _, p := range m.Params {
+		params = append(params, jen.Id(p.Local).Add(e.typ(p.Type)))
+		body = append(body, jen.Id("f").Dot("Field").Call(jen.Lit(p.Name)))
+		body = append(body, e.fpValue(p.Type, jen.Id(p.Local), 0)...)
+	}
+	body = append(body, jen.Return(jen.Id("f").Dot("Sum").Call()))
+	return comment(
+		fmt.Sprintf("%s returns the request fingerprint of %s: SHA-256 (idem.Fingerprinter) over", m.FingerprintFunc, m.Key),
+		"the method name and each argument, field by field. The idempotency key and scope are not part of it.",
+		fingerprintText(m),
+	).Line().Func().Id(m.FingerprintFunc).Params(params...).Index().Byte().Block(body...).Line()
+}
+
+// fingerprintHelper:
+//
+//	func fpChargeRequest(f *idem.Fingerprinter, v ChargeRequest) { f.Field("Amount"); f.Int(int64(v.Amount)); ... }
+func (e *emitter) fingerprintHelper(n *Named) jen.Code {
+	var hashed, left []string
+	if n.Underlying.Kind == KindStruct {
+		for _, fl := range n.Underlying.Fields {
+			if fl.Omitted {
+				if fl.Name != "_" {
+					left = append(left, fl.Name)
+				}
+			} else {
+				hashed = append(hashed, fl.Name)
+			}
+		}
+	}
+	doc := fmt.Sprintf("%s writes a %s into a fingerprint.", n.Helper, n.Type.Name)
+	if n.Underlying.Kind == KindStruct {
+		doc = fmt.Sprintf("%s writes a %s into a fingerprint, field by field: %s.", n.Helper, n.Type.Name, orNone(hashed))
+		if len(left) > 0 {
+			doc += fmt.Sprintf(" Left out (idem:\"-\"): %s.", strings.Join(left, ", "))
+		}
+	}
+	return comment(doc).Line().Func().Id(n.Helper).Params(jen.Id("f").Op("*").Qual(idemPath, "Fingerprinter"), jen.Id("v").Add(e.typ(n.Type))).
+		Block(e.fpValue(n.Underlying, jen.Id("v"), 0)...).Line()
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// structGuard makes the build fail when a fingerprinted struct gains, loses
+// or changes a field after generation:
+//
+//	var _ = struct{ Amount int64; Currency string }(ChargeRequest{})
+func (e *emitter) structGuard(n *Named) jen.Code {
+	if n.Underlying.Kind != KindStruct || n.Type.PkgPath != e.m.Path {
+		return nil
+	}
+	for _, fl := range n.Underlying.Fields {
+		if fl.Type.Kind == KindOther && strings.Contains(fl.Type.Expr, ".") {
+			return nil
+		}
+	}
+	return comment(fmt.Sprintf("The build fails here if the fields of %s change: run go generate so that %s hashes them.", n.Type.Name, n.Helper)).Line().
+		Var().Id("_").Op("=").Add(e.typ(n.Underlying)).Parens(e.typ(n.Type).Values()).Line()
+}
+
+// fpValue writes the statements that hash value v of type t.
+func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
+	f := func(method string, args ...jen.Code) jen.Code { return jen.Id("f").Dot(method).Call(args...) }
+	switch t.Kind {
+	case KindBasic:
+		return e.fpBasic(t.Basic, v, false)
+	case KindNamed:
+		if t.PkgPath == "time" && t.Name == "Time" {
+			return []jen.Code{f("Int", v.Clone().Dot("Unix").Call()), f("Int", jen.Int64().Call(v.Clone().Dot("Nanosecond").Call()))}
+		}
+		if n := e.named[t.PkgPath+"."+t.Name]; n != nil {
+			return []jen.Code{jen.Id(n.Helper).Call(jen.Id("f"), v)}
+		}
+		return e.fpBasic(t.Basic, v, true)
+	case KindPointer:
+		return []jen.Code{jen.If(v.Clone().Op("==").Nil()).Block(f("Nil")).Else().Block(
+			append([]jen.Code{f("Ptr")}, e.fpValue(t.Elem, deref(t.Elem, v), depth)...)...)}
+	case KindSlice, KindArray:
+		if t.Kind == KindSlice && t.Elem.Kind == KindBasic && (t.Elem.Basic == "byte" || t.Elem.Basic == "uint8") {
+			return []jen.Code{f("Bytes", v)}
+		}
+		el := jen.Id(fmt.Sprintf("e%d", depth))
+		loop := []jen.Code{f("Len", jen.Len(v.Clone())),
+			jen.For(jen.List(jen.Id("_"), el.Clone()).Op(":=").Range().Add(v.Clone())).Block(e.fpValue(t.Elem, el, depth+1)...)}
+		if t.Kind == KindArray {
+			return loop
+		}
+		return []jen.Code{jen.If(v.Clone().Op("==").Nil()).Block(f("Nil")).Else().Block(loop...)}
+	case KindMap:
+		k := jen.Id(fmt.Sprintf("k%d", depth))
+		body := append(e.fpValue(t.Key, k.Clone(), depth+1), e.fpValue(t.Elem, v.Clone().Index(k.Clone()), depth+1)...)
+		return []jen.Code{jen.If(v.Clone().Op("==").Nil()).Block(f("Nil")).Else().Block(
+			f("Len", jen.Len(v.Clone())),
+			jen.For(jen.List(jen.Id("_"), k.Clone()).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(v.Clone()))).Block(body...),
+		)}
+	case KindStruct:
+		var out []jen.Code
+		for _, fl := range t.Fields {
+			if fl.Omitted {
+				continue
+			}
+			out = append(out, f("Field", jen.Lit(fl.Name)))
+			out = append(out, e.fpValue(fl.Type, v.Clone().Dot(fl.Name), depth)...)
+		}
+		return out
+	}
+	return []jen.Code{jen.Comment("unsupported type " + t.Expr)}
+}
+
+func (e *emitter) fpBasic(basic string, v *jen.Statement, named bool) []jen.Code {
+	call := func(method, conv string) []jen.Code {
+		arg := v.Clone()
+		if named || basic != conv {
+			arg = jen.Id(conv).Call(v.Clone())
+		}
+		return []jen.Code{jen.Id("f").Dot(method).Call(arg)}
+	}
+	switch basic {
+	case "bool":
+		return call("Bool", "bool")
+	case "string":
+		return call("String", "string")
+	case "int", "int8", "int16", "int32", "int64", "rune":
+		return call("Int", "int64")
+	case "uint", "uint8", "uint16", "uint32", "uint64", "uintptr", "byte":
+		return call("Uint", "uint64")
+	case "float32", "float64":
+		return call("Float", "float64")
+	case "complex64", "complex128":
+		return []jen.Code{
+			jen.Id("f").Dot("Float").Call(jen.Float64().Call(jen.Real(v.Clone()))),
+			jen.Id("f").Dot("Float").Call(jen.Float64().Call(jen.Imag(v.Clone()))),
+		}
+	}
+	return []jen.Code{jen.Comment("unsupported basic type " + basic)}
+}
+
+// deref dereferences a pointer expression, with parentheses only where a
+// selector or index follows.
+func deref(elem *Type, v *jen.Statement) *jen.Statement {
+	if elem.Kind == KindMap || elem.Kind == KindStruct {
+		return jen.Parens(jen.Op("*").Add(v.Clone()))
+	}
+	return jen.Op("*").Add(v.Clone())
+}

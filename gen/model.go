@@ -1,0 +1,128 @@
+package gen
+
+import "time"
+
+// Mode is how a method is made idempotent.
+type Mode string
+
+// The two modes, decided from the method's parameters.
+const (
+	// ModeAtomic: the method takes a pgx.Tx; the claim, the work and the
+	// stored response commit in one transaction.
+	ModeAtomic Mode = "atomic"
+	// ModeExternal: the method takes no pgx.Tx; the claim is an explicit
+	// in-progress row with a lock timeout and a fencing token.
+	ModeExternal Mode = "external"
+)
+
+// Package is the model of one package: every annotated method in it and the
+// package-level settings its directives agree on. It holds plain values
+// only, so it can be printed (-debug-model) and tested without emitting.
+type Package struct {
+	Path string // import path
+	Name string // package name
+	Dir  string // absolute directory
+
+	Table           string // ledger table, validated
+	TableQuoted     string // the table as SQL, quoted
+	MigrationsDir   string // relative to Dir, slash-separated; "" when off
+	MigrationFormat string
+	Tests           bool // generate the _test.go file
+
+	Receivers []*Receiver // sorted by name
+	Named     []*Named    // named types that get a fingerprint helper, sorted by helper name
+}
+
+// Receiver is a type with annotated methods; it gets one wrapper type.
+type Receiver struct {
+	Name        string // e.g. Payments
+	Wrapper     string // IdempotentPayments
+	Constructor string // NewIdempotentPayments
+	Fixture     string // newPaymentsForTest, the test fixture building the service
+	Methods     []*Method
+}
+
+// Method is one annotated method.
+type Method struct {
+	Receiver string // receiver type name
+	Name     string // method name
+	Key      string // the ledger's method name, "Payments.Charge"
+	Pos      string // the directive's position, relative
+
+	Mode        Mode
+	Retention   time.Duration // 0: the store's default
+	LockTimeout time.Duration // external mode; 0: the store's default
+	FinalErrors []string      // package-level error variables
+	Storm       int           // goroutines in the generated storm test
+
+	Params []Param // the arguments after ctx (and tx), all fingerprinted
+	Result *Type   // nil when the method returns only an error
+
+	Fingerprinted []string // field paths hashed, in order, for doc comments
+	Omitted       []string // field paths left out (idem:"-")
+
+	MethodVar       string // idemPaymentsCharge
+	FingerprintFunc string // fingerprintPaymentsCharge
+	SampleFixture   string // samplePaymentsChargeArgs
+	Mutation        *Mutation
+}
+
+// Param is an argument of a method after ctx (and tx).
+type Param struct {
+	Name  string // name hashed into the fingerprint (the declared name, or argN)
+	Local string // identifier used in generated code
+	Type  *Type
+}
+
+// Mutation says how a generated test derives a different request from the
+// sample: change one fingerprinted scalar reachable through struct fields.
+type Mutation struct {
+	Param int      // index into Params
+	Path  []string // field names from the parameter to the scalar
+	Kind  string   // "int", "uint", "float", "complex", "string", "bool"
+}
+
+// Kind is the shape of a Type.
+type Kind string
+
+// Type kinds.
+const (
+	KindBasic   Kind = "basic"
+	KindNamed   Kind = "named"
+	KindPointer Kind = "pointer"
+	KindSlice   Kind = "slice"
+	KindArray   Kind = "array"
+	KindMap     Kind = "map"
+	KindStruct  Kind = "struct"
+	KindOther   Kind = "other" // func, chan, interface: rendered from Expr, never fingerprinted
+)
+
+// Type is a Go type as the emitter needs it.
+type Type struct {
+	Kind     Kind
+	Basic    string  // KindBasic, and KindNamed over a basic type: the basic type's name, e.g. "int64"
+	PkgPath  string  // KindNamed: the declaring package's import path
+	Name     string  // KindNamed: the type name
+	TypeArgs []*Type // KindNamed: instantiation
+	Elem     *Type   // pointer, slice, array, map value
+	Key      *Type   // map key
+	Len      int64   // array length
+	Fields   []Field // struct fields
+	Expr     string  // KindOther: the type as Go source
+}
+
+// Field is a struct field.
+type Field struct {
+	Name     string
+	Type     *Type
+	Embedded bool
+	Tag      string
+	Omitted  bool // tagged idem:"-": not fingerprinted
+}
+
+// Named is a named type whose fingerprint is written by a helper function.
+type Named struct {
+	Type       *Type // the KindNamed reference
+	Underlying *Type
+	Helper     string // fpChargeRequest
+}

@@ -1,0 +1,300 @@
+package gen
+
+import (
+	"go/token"
+	"go/types"
+	"reflect"
+	"strings"
+)
+
+// render converts a type to the model's representation, as generated code
+// must spell it. It never fails: anything the emitter does not take apart is
+// kept as source text.
+func (b *builder) render(t types.Type) *Type {
+	switch t := types.Unalias(t).(type) {
+	case *types.Basic:
+		return &Type{Kind: KindBasic, Basic: t.Name()}
+	case *types.Named:
+		out := &Type{Kind: KindNamed, Name: t.Obj().Name()}
+		if t.Obj().Pkg() != nil {
+			out.PkgPath = t.Obj().Pkg().Path()
+		}
+		if out.PkgPath == "" { // error
+			return &Type{Kind: KindOther, Expr: t.Obj().Name()}
+		}
+		if bt, ok := t.Underlying().(*types.Basic); ok {
+			out.Basic = bt.Name()
+		}
+		for i := 0; i < t.TypeArgs().Len(); i++ {
+			out.TypeArgs = append(out.TypeArgs, b.render(t.TypeArgs().At(i)))
+		}
+		return out
+	case *types.Pointer:
+		return &Type{Kind: KindPointer, Elem: b.render(t.Elem())}
+	case *types.Slice:
+		return &Type{Kind: KindSlice, Elem: b.render(t.Elem())}
+	case *types.Array:
+		return &Type{Kind: KindArray, Len: t.Len(), Elem: b.render(t.Elem())}
+	case *types.Map:
+		return &Type{Kind: KindMap, Key: b.render(t.Key()), Elem: b.render(t.Elem())}
+	case *types.Struct:
+		out := &Type{Kind: KindStruct}
+		for i := 0; i < t.NumFields(); i++ {
+			f := t.Field(i)
+			tag := t.Tag(i)
+			out.Fields = append(out.Fields, Field{Name: f.Name(), Type: b.render(f.Type()), Embedded: f.Embedded(),
+				Tag: tag, Omitted: omitted(tag) || f.Name() == "_"})
+		}
+		return out
+	}
+	return &Type{Kind: KindOther, Expr: types.TypeString(t, func(p *types.Package) string {
+		if p == b.pkg {
+			return ""
+		}
+		return p.Name()
+	})}
+}
+
+// omitted reports a field tagged idem:"-".
+func omitted(tag string) bool {
+	v, _ := reflect.StructTag(tag).Lookup("idem")
+	return v == "-"
+}
+
+func qualified(t types.Type) string { return types.TypeString(t, nil) }
+
+// fpWalk checks that a request parameter can be fingerprinted and records,
+// for doc comments, which fields are hashed and which are left out.
+type fpWalk struct {
+	b     *builder
+	pos   token.Position
+	m     *Method
+	param int
+}
+
+// check walks t reached at path. stack holds the named types being walked,
+// so recursive types stop at their second occurrence.
+func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[string]bool) bool {
+	rel := func(t types.Type) string { return types.TypeString(t, types.RelativeTo(w.b.pkg)) }
+	fail := func(why string) bool {
+		w.b.e.add(w.pos, "cannot fingerprint %s (%s): %s; tag the field idem:\"-\" to leave it out of the fingerprint, or use a plain value", path, rel(t), why)
+		return false
+	}
+	switch u := types.Unalias(t).(type) {
+	case *types.Named:
+		obj := u.Obj()
+		if obj.Pkg() == nil {
+			return fail("an interface's dynamic value is not known at generate time")
+		}
+		if obj.Pkg().Path() == "time" && obj.Name() == "Time" {
+			w.leaf(path, fieldPath, "")
+			return true
+		}
+		if u.TypeArgs().Len() > 0 {
+			return fail("generic types are not supported in requests yet")
+		}
+		if obj.Parent() != obj.Pkg().Scope() {
+			return fail("a type declared inside a function cannot be named by generated code")
+		}
+		if obj.Pkg() != w.b.pkg && !obj.Exported() {
+			return fail("it is unexported in another package")
+		}
+		key := qualified(u)
+		if _, basic := u.Underlying().(*types.Basic); basic {
+			return w.check(u.Underlying(), path, fieldPath, stack)
+		}
+		if stack[key] {
+			w.m.Fingerprinted = append(w.m.Fingerprinted, path+" (recursive)")
+			return true
+		}
+		if w.b.named[key] == nil {
+			helper := "fp" + obj.Name()
+			if obj.Pkg() != w.b.pkg {
+				helper = "fp" + strings.ToUpper(obj.Pkg().Name()[:1]) + obj.Pkg().Name()[1:] + obj.Name()
+			}
+			w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(u.Underlying()), Helper: helper}
+		}
+		stack[key] = true
+		defer delete(stack, key)
+		if st, ok := u.Underlying().(*types.Struct); ok {
+			return w.fields(st, obj.Pkg() != w.b.pkg, path, fieldPath, stack)
+		}
+		return w.check(u.Underlying(), path, nil, stack)
+	case *types.Basic:
+		switch {
+		case u.Info()&types.IsBoolean != 0:
+			w.leaf(path, fieldPath, "bool")
+		case u.Info()&types.IsInteger != 0 && u.Info()&types.IsUnsigned != 0:
+			w.leaf(path, fieldPath, "uint")
+		case u.Info()&types.IsInteger != 0:
+			w.leaf(path, fieldPath, "int")
+		case u.Info()&types.IsFloat != 0:
+			w.leaf(path, fieldPath, "float")
+		case u.Info()&types.IsComplex != 0:
+			w.leaf(path, fieldPath, "complex")
+		case u.Info()&types.IsString != 0:
+			w.leaf(path, fieldPath, "string")
+		default:
+			return fail("unsafe.Pointer is an address, not a value")
+		}
+		return true
+	case *types.Pointer:
+		return w.check(u.Elem(), path, nil, stack)
+	case *types.Slice:
+		if b, ok := types.Unalias(u.Elem()).(*types.Basic); ok && b.Kind() == types.Byte {
+			w.leaf(path, nil, "")
+			return true
+		}
+		return w.check(u.Elem(), path+"[]", nil, stack)
+	case *types.Array:
+		return w.check(u.Elem(), path+"[]", nil, stack)
+	case *types.Map:
+		kb, ok := u.Key().Underlying().(*types.Basic)
+		if !ok || kb.Info()&types.IsOrdered == 0 || kb.Info()&types.IsString == 0 && kb.Info()&types.IsNumeric == 0 {
+			return fail("its keys cannot be sorted (use string or number keys), so its entries have no canonical order")
+		}
+		ok = w.check(u.Key(), path+" keys", nil, stack)
+		return w.check(u.Elem(), path+"[key]", nil, stack) && ok
+	case *types.Struct:
+		return w.fields(u, false, path, fieldPath, stack)
+	case *types.Interface:
+		return fail("an interface's dynamic value is not known at generate time")
+	case *types.Chan:
+		return fail("a channel is not a value")
+	case *types.Signature:
+		return fail("a function is not a value")
+	case *types.TypeParam:
+		return fail("type parameters are not supported")
+	}
+	return fail("this kind of type is not supported")
+}
+
+func (w *fpWalk) fields(st *types.Struct, foreign bool, path string, fieldPath []string, stack map[string]bool) bool {
+	ok := true
+	for i := 0; i < st.NumFields(); i++ {
+		f := st.Field(i)
+		fp := path + "." + f.Name()
+		if f.Name() == "_" {
+			continue
+		}
+		if omitted(st.Tag(i)) {
+			w.m.Omitted = append(w.m.Omitted, fp)
+			continue
+		}
+		if foreign && !f.Exported() {
+			w.b.e.add(w.pos, "cannot fingerprint %s: the field %s is unexported in package %s, so generated code cannot read it; tag the field holding it idem:\"-\" or use a plain value", path, f.Name(), f.Pkg().Path())
+			ok = false
+			continue
+		}
+		var sub []string
+		if fieldPath != nil {
+			sub = append(append([]string{}, fieldPath...), f.Name())
+		}
+		if !w.check(f.Type(), fp, sub, stack) {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// leaf records a hashed value; kind != "" marks a scalar reachable through
+// struct fields only, which a generated test may change.
+func (w *fpWalk) leaf(path string, fieldPath []string, kind string) {
+	w.m.Fingerprinted = append(w.m.Fingerprinted, path)
+	if kind != "" && fieldPath != nil && w.m.Mutation == nil {
+		w.m.Mutation = &Mutation{Param: w.param, Path: fieldPath, Kind: kind}
+	}
+}
+
+// checkResponse reports whether t survives an encoding/json round trip
+// unchanged, so a replay equals the original.
+func (b *builder) checkResponse(t types.Type, pos token.Position, path string, seen map[string]bool) bool {
+	rel := func(t types.Type) string { return types.TypeString(t, types.RelativeTo(b.pkg)) }
+	fail := func(why string) bool {
+		b.e.add(pos, "%s (%s) would not replay equal: %s; the stored response is encoded as JSON, so use exported fields of plain types, or give the type MarshalJSON and UnmarshalJSON methods", path, rel(t), why)
+		return false
+	}
+	switch u := types.Unalias(t).(type) {
+	case *types.Named:
+		if u.Obj().Pkg() == nil {
+			return fail("an interface decodes to a different type")
+		}
+		if implementsJSON(u) {
+			return true
+		}
+		key := qualified(u)
+		if seen[key] {
+			return true
+		}
+		seen[key] = true
+		if st, ok := u.Underlying().(*types.Struct); ok {
+			return b.responseFields(st, pos, path, seen)
+		}
+		return b.checkResponse(u.Underlying(), pos, path, seen)
+	case *types.Basic:
+		switch {
+		case u.Info()&types.IsComplex != 0:
+			return fail("encoding/json cannot encode complex numbers")
+		case u.Kind() == types.UnsafePointer:
+			return fail("unsafe.Pointer is an address")
+		}
+		return true
+	case *types.Pointer:
+		return b.checkResponse(u.Elem(), pos, path, seen)
+	case *types.Slice:
+		return b.checkResponse(u.Elem(), pos, path+"[]", seen)
+	case *types.Array:
+		return b.checkResponse(u.Elem(), pos, path+"[]", seen)
+	case *types.Map:
+		kb, ok := u.Key().Underlying().(*types.Basic)
+		if !(ok && (kb.Info()&types.IsString != 0 || kb.Info()&types.IsInteger != 0)) && !implementsText(u.Key()) {
+			return fail("its map keys are neither strings, integers nor encoding.TextMarshaler")
+		}
+		return b.checkResponse(u.Elem(), pos, path+"[key]", seen)
+	case *types.Struct:
+		return b.responseFields(u, pos, path, seen)
+	case *types.Interface:
+		return fail("an interface decodes to a different type (map[string]any, float64, ...)")
+	case *types.Chan:
+		return fail("a channel cannot be stored")
+	case *types.Signature:
+		return fail("a function cannot be stored")
+	}
+	return fail("this kind of type is not supported")
+}
+
+func (b *builder) responseFields(st *types.Struct, pos token.Position, path string, seen map[string]bool) bool {
+	ok := true
+	for i := 0; i < st.NumFields(); i++ {
+		f := st.Field(i)
+		fp := path + "." + f.Name()
+		tag, _ := reflect.StructTag(st.Tag(i)).Lookup("json")
+		switch {
+		case !f.Exported() && !f.Embedded():
+			b.e.add(pos, "%s would not replay equal: the field %s is unexported, and encoding/json drops it; export it or give the type MarshalJSON and UnmarshalJSON methods", path, f.Name())
+			ok = false
+		case tag == "-":
+			b.e.add(pos, "%s would not replay equal: the field %s is tagged json:\"-\", so it is not stored; remove the tag or the field", path, f.Name())
+			ok = false
+		default:
+			if !b.checkResponse(f.Type(), pos, fp, seen) {
+				ok = false
+			}
+		}
+	}
+	return ok
+}
+
+func hasMethod(t types.Type, name string) bool {
+	obj, _, _ := types.LookupFieldOrMethod(t, true, nil, name)
+	_, ok := obj.(*types.Func)
+	return ok
+}
+
+func implementsJSON(t types.Type) bool {
+	return hasMethod(t, "MarshalJSON") && hasMethod(types.NewPointer(t), "UnmarshalJSON")
+}
+
+func implementsText(t types.Type) bool {
+	return hasMethod(t, "MarshalText") && hasMethod(types.NewPointer(t), "UnmarshalText")
+}
