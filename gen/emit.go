@@ -142,7 +142,7 @@ func duration(d time.Duration) jen.Code {
 			if d == u.d {
 				return jen.Qual("time", u.name)
 			}
-			return jen.Lit(int(d / u.d)).Op("*").Qual("time", u.name)
+			return jen.Lit(int(d/u.d)).Op("*").Qual("time", u.name)
 		}
 	}
 	return jen.Qual("time", "Duration").Call(jen.Lit(int64(d)))
