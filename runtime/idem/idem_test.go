@@ -1,0 +1,345 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
+)
+
+// Receipt is the response of the test method.
+type Receipt struct {
+	PaymentID int64
+	Amount    int64
+	Note      string
+	Tags      []string
+}
+
+var errDeclined = errors.New("card declined")
+
+const retention = time.Hour
+
+func chargeMethod() *idem.Method[Receipt] {
+	return &idem.Method[Receipt]{
+		Name:        "Test.Charge",
+		Retention:   retention,
+		FinalErrors: []idem.FinalError{{Name: "errDeclined", Err: errDeclined}},
+	}
+}
+
+const paymentsDDL = `CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`
+
+// env is one fresh database with a store whose hooks count what happened.
+type env struct {
+	db    *idemtest.DB
+	store *idem.Store
+	clock *idemtest.Clock
+	m     *idem.Method[Receipt]
+
+	claimed, executed, replayed, mismatches, inProgress, takenOver, lockLost, swept atomic.Int64
+}
+
+func newEnv(t testing.TB, opts ...idem.Option) *env {
+	t.Helper()
+	e := &env{clock: idemtest.NewClock(time.Time{}), m: chargeMethod()}
+	e.db = idemtest.New(t, idemtest.WithSetup(paymentsDDL))
+	count := func(n *atomic.Int64) func(context.Context, idem.Event) {
+		return func(context.Context, idem.Event) { n.Add(1) }
+	}
+	base := []idem.Option{
+		idem.WithClock(e.clock.Now),
+		idem.WithBackoff(time.Millisecond),
+		idem.WithHooks(idem.Hooks{
+			Claimed: count(&e.claimed), Executed: count(&e.executed), Replayed: count(&e.replayed),
+			Mismatch: count(&e.mismatches), InProgress: count(&e.inProgress), TakenOver: count(&e.takenOver),
+			LockLost: count(&e.lockLost), Swept: count(&e.swept),
+		}),
+	}
+	s, err := idem.NewStore(e.db.Pool, append(base, opts...)...)
+	require.NoError(t, err)
+	e.store = s
+	return e
+}
+
+// charge is the work: one payment row, in the transaction it is given.
+func charge(amount int64) func(context.Context, pgx.Tx) (Receipt, error) {
+	return func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`, amount).Scan(&id); err != nil {
+			return Receipt{}, err
+		}
+		return Receipt{PaymentID: id, Amount: amount, Note: "ok", Tags: []string{"a", "b"}}, nil
+	}
+}
+
+func fp(req string) []byte {
+	f := idem.NewFingerprinter("Test.Charge")
+	f.Field("req")
+	f.String(req)
+	return f.Sum()
+}
+
+func keyed(key string) context.Context { return idem.WithKey(context.Background(), key) }
+
+func (e *env) count(t testing.TB, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
+	return n
+}
+
+type result struct {
+	r        Receipt
+	err      error
+	replayed bool
+}
+
+func (e *env) call(ctx context.Context, req string, amount int64) result {
+	ctx, o := idem.WithOutcome(ctx)
+	r, err := idem.Atomic(ctx, e.store, e.m, fp(req), charge(amount))
+	return result{r, err, o.Replayed()}
+}
+
+func TestTwinsRunOnce(t *testing.T) {
+	e := newEnv(t)
+	res := idemtest.Twins(t, func(int) result { return e.call(keyed("twin-1"), "100", 100) })
+	require.NoError(t, res[0].err)
+	require.NoError(t, res[1].err)
+	assert.Equal(t, res[0].r, res[1].r, "both twins see the same receipt")
+	assert.Equal(t, int64(1), e.executed.Load(), "the body ran once")
+	assert.Equal(t, 1, e.count(t, "idempotency_keys"))
+	assert.Equal(t, 1, e.count(t, "payments"))
+	assert.NotEqual(t, res[0].replayed, res[1].replayed, "exactly one twin is flagged as a replay")
+}
+
+func TestStormRunsOnce(t *testing.T) {
+	e := newEnv(t)
+	res := idemtest.Storm(t, 64, func(int) result { return e.call(keyed("storm"), "100", 100) })
+	replays := 0
+	for i, r := range res {
+		require.NoError(t, r.err, "call %d", i)
+		assert.Equal(t, res[0].r, r.r, "call %d", i)
+		if r.replayed {
+			replays++
+		}
+	}
+	assert.Equal(t, int64(1), e.executed.Load())
+	assert.Equal(t, 63, replays)
+	assert.Equal(t, 1, e.count(t, "payments"))
+	assert.Equal(t, 1, e.count(t, "idempotency_keys"))
+}
+
+func TestMismatch(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, e.call(keyed("k"), "100", 100).err)
+	r := e.call(keyed("k"), "200", 200)
+	require.ErrorIs(t, r.err, idem.ErrMismatch)
+	var me *idem.MismatchError
+	require.ErrorAs(t, r.err, &me)
+	assert.Equal(t, "Test.Charge", me.Method)
+	assert.Equal(t, "k", me.Key)
+	assert.Equal(t, fp("100"), me.Stored)
+	assert.Equal(t, fp("200"), me.Got)
+	assert.Contains(t, r.err.Error(), idem.ShortHex(fp("100")))
+	assert.Equal(t, int64(1), e.executed.Load())
+	assert.Equal(t, int64(1), e.mismatches.Load())
+}
+
+func TestDistinctKeysAndScopes(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, e.call(keyed("a"), "100", 100).err)
+	require.NoError(t, e.call(keyed("b"), "100", 100).err)
+	tenant := idem.WithScope(keyed("a"), "tenant-2")
+	r := e.call(tenant, "100", 100)
+	require.NoError(t, r.err)
+	assert.False(t, r.replayed, "a key in another scope is another request")
+	assert.Equal(t, int64(3), e.executed.Load())
+	assert.Equal(t, 3, e.count(t, "payments"))
+	// And each scope replays its own response.
+	r2 := e.call(idem.WithScope(keyed("a"), "tenant-2"), "100", 100)
+	assert.True(t, r2.replayed)
+	assert.Equal(t, r.r, r2.r)
+}
+
+func TestExpiredKeyIsNew(t *testing.T) {
+	e := newEnv(t)
+	first := e.call(keyed("old"), "100", 100)
+	require.NoError(t, first.err)
+	e.clock.Advance(retention - time.Second)
+	assert.True(t, e.call(keyed("old"), "100", 100).replayed, "inside the window: replay")
+	e.clock.Advance(2 * time.Second)
+	again := e.call(keyed("old"), "100", 100)
+	require.NoError(t, again.err)
+	assert.False(t, again.replayed, "after the window the key is new")
+	assert.NotEqual(t, first.r.PaymentID, again.r.PaymentID)
+	assert.Equal(t, int64(2), e.executed.Load())
+	assert.Equal(t, int64(1), e.takenOver.Load())
+	assert.Equal(t, 1, e.count(t, "idempotency_keys"))
+	// A different request after expiry is new too, not a mismatch.
+	e.clock.Advance(retention)
+	require.NoError(t, e.call(keyed("old"), "300", 300).err)
+}
+
+func TestFailingBodyLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	boom := errors.New("boom")
+	_, err := idem.Atomic(keyed("f"), e.store, e.m, fp("100"), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+		_, err := charge(100)(ctx, tx)
+		require.NoError(t, err)
+		return Receipt{}, boom
+	})
+	require.ErrorIs(t, err, boom)
+	assert.Equal(t, 0, e.count(t, "idempotency_keys"))
+	assert.Equal(t, 0, e.count(t, "payments"))
+	r := e.call(keyed("f"), "100", 100)
+	require.NoError(t, r.err)
+	assert.False(t, r.replayed, "the retry runs again")
+	assert.Equal(t, 1, e.count(t, "payments"))
+}
+
+func TestFinalErrorReplayed(t *testing.T) {
+	e := newEnv(t)
+	decline := func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+		return Receipt{}, fmt.Errorf("card 4242: %w", errDeclined)
+	}
+	ctx, o := idem.WithOutcome(keyed("d"))
+	_, err := idem.Atomic(ctx, e.store, e.m, fp("100"), decline)
+	require.ErrorIs(t, err, errDeclined)
+	assert.False(t, o.Replayed())
+	_, err = idem.Atomic(ctx, e.store, e.m, fp("100"), decline)
+	require.ErrorIs(t, err, errDeclined, "errors.Is holds on replay")
+	assert.Equal(t, "card 4242: card declined", err.Error())
+	var re *idem.ReplayedError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "errDeclined", re.Name)
+	assert.True(t, o.Replayed())
+	assert.Equal(t, int64(1), e.executed.Load())
+}
+
+func TestPanicRollsBackAndPropagates(t *testing.T) {
+	e := newEnv(t)
+	require.PanicsWithValue(t, "kaboom", func() {
+		_, _ = idem.Atomic(keyed("p"), e.store, e.m, fp("100"), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+			_, err := charge(100)(ctx, tx)
+			require.NoError(t, err)
+			panic("kaboom")
+		})
+	})
+	assert.Equal(t, 0, e.count(t, "idempotency_keys"))
+	assert.Equal(t, 0, e.count(t, "payments"))
+	require.NoError(t, e.call(keyed("p"), "100", 100).err)
+}
+
+func TestBodyMustNotEndTransaction(t *testing.T) {
+	e := newEnv(t)
+	_, err := idem.Atomic(keyed("c"), e.store, e.m, fp("100"), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+		r, err := charge(100)(ctx, tx)
+		_ = tx.Commit(ctx)
+		return r, err
+	})
+	require.Error(t, err)
+	assert.Equal(t, 0, e.count(t, "payments"))
+}
+
+func TestNestedSavepointInBody(t *testing.T) {
+	e := newEnv(t)
+	_, err := idem.Atomic(keyed("n"), e.store, e.m, fp("100"), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+		sub, err := tx.Begin(ctx)
+		require.NoError(t, err)
+		_, err = sub.Exec(ctx, `INSERT INTO payments (amount) VALUES (1)`)
+		require.NoError(t, err)
+		require.NoError(t, sub.Rollback(ctx))
+		return charge(100)(ctx, tx)
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 1, e.count(t, "payments"))
+}
+
+func TestInTx(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	require.NoError(t, e.call(keyed("in"), "100", 100).err)
+
+	tx, err := e.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `INSERT INTO payments (amount) VALUES (7)`)
+	require.NoError(t, err)
+	// A refused claim (mismatch) leaves the caller's transaction usable.
+	_, err = idem.AtomicInTx(keyed("in"), e.store, tx, e.m, fp("999"), charge(999))
+	require.ErrorIs(t, err, idem.ErrMismatch)
+	// A failing body rolls back to the savepoint only.
+	_, err = idem.AtomicInTx(keyed("in-2"), e.store, tx, e.m, fp("5"), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+		_, _ = tx.Exec(ctx, `SELECT 1/0`) // aborts the subtransaction
+		return Receipt{}, errors.New("div")
+	})
+	require.Error(t, err)
+	// A replay inside the transaction.
+	ctxR, o := idem.WithOutcome(keyed("in"))
+	_, err = idem.AtomicInTx(ctxR, e.store, tx, e.m, fp("100"), charge(100))
+	require.NoError(t, err)
+	assert.True(t, o.Replayed())
+	// A new claim commits with the caller.
+	r, err := idem.AtomicInTx(keyed("in-3"), e.store, tx, e.m, fp("8"), charge(8))
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO payments (amount) VALUES (9)`)
+	require.NoError(t, err, "the caller's transaction is still usable")
+	require.NoError(t, tx.Commit(ctx))
+	assert.Equal(t, 4, e.count(t, "payments")) // 100, 7, 8, 9
+	again := e.call(keyed("in-3"), "8", 8)
+	assert.True(t, again.replayed)
+	assert.Equal(t, r, again.r)
+	assert.Equal(t, 2, e.count(t, "idempotency_keys"))
+}
+
+func TestSerializationFailureRetried(t *testing.T) {
+	e := newEnv(t)
+	var attempts atomic.Int64
+	r, err := idem.Atomic(keyed("s"), e.store, e.m, fp("100"), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+		out, err := charge(100)(ctx, tx)
+		if err != nil || attempts.Add(1) > 1 {
+			return out, err
+		}
+		// A real 40001 from the server, as SERIALIZABLE would raise it.
+		_, err = tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'could not serialize' USING ERRCODE = 'serialization_failure'; END $$`)
+		return out, err
+	})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), attempts.Load())
+	assert.Equal(t, 1, e.count(t, "payments"), "the failed attempt rolled back")
+	assert.Equal(t, int64(100), r.Amount)
+}
+
+func TestSerializationRetriesAreBounded(t *testing.T) {
+	e := newEnv(t, idem.WithMaxAttempts(3))
+	_, err := idem.Atomic(keyed("s"), e.store, e.m, fp("100"), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+		_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = 'deadlock_detected'; END $$`)
+		return Receipt{}, err
+	})
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	assert.Equal(t, "40P01", pgErr.Code)
+	assert.Equal(t, int64(3), e.executed.Load())
+	assert.Equal(t, 0, e.count(t, "idempotency_keys"))
+}
+
+func TestKeyValidation(t *testing.T) {
+	e := newEnv(t)
+	_, err := idem.Atomic(context.Background(), e.store, e.m, fp("1"), charge(1))
+	require.ErrorIs(t, err, idem.ErrNoKey)
+	_, err = idem.Atomic(keyed("bad\nkey"), e.store, e.m, fp("1"), charge(1))
+	require.ErrorIs(t, err, idem.ErrInvalidKey)
+	assert.NotContains(t, err.Error(), "\n")
+	assert.Contains(t, err.Error(), "byte 4 (0x0a)")
+	assert.Equal(t, int64(0), e.executed.Load())
+}
