@@ -55,8 +55,10 @@ func WithTable(name string) Option { return func(o *options) { o.table = name } 
 func WithoutLedger() Option { return func(o *options) { o.noLedger = true } }
 
 // WithSetup adds SQL statements run, in order, after the ledger is created:
-// the work's own tables, for example. Each string is sent as one simple-protocol
-// query, so it may hold several statements.
+// the work's own tables, for example. Each string is sent on its own as one
+// simple-protocol query: it may hold several statements (which then run in
+// one implicit transaction), and a string holding only
+// CREATE INDEX CONCURRENTLY works.
 func WithSetup(stmts ...string) Option {
 	return func(o *options) { o.setup = append(o.setup, stmts...) }
 }
@@ -142,34 +144,37 @@ func New(t testing.TB, opts ...Option) *DB {
 	}
 
 	if stmts := append(ledgerDDL, o.setup...); len(stmts) > 0 {
-		conn, err := db.Pool.Acquire(ctx)
-		if err != nil {
-			t.Fatalf("idemtest: connect to %s: %v", name, err)
-		}
-		err = execAll(ctx, conn.Conn(), stmts)
-		conn.Release()
-		if err != nil {
+		// A connection of its own, not the pool: a tracer or hook added with
+		// WithPoolConfig sees only the test's own queries.
+		if err := execURL(ctx, db.URL, stmts); err != nil {
 			t.Fatalf("idemtest: set up %s: %v", name, err)
 		}
 	}
 	return db
 }
 
-// execAll runs stmts in order in one transaction.
-func execAll(ctx context.Context, conn *pgx.Conn, stmts []string) error {
-	tx, err := conn.Begin(ctx)
+// execURL runs stmts in order on one new connection to the database at url.
+func execURL(ctx context.Context, url string, stmts []string) error {
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("connect: %w", err)
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
+	err = execAll(ctx, conn, stmts)
+	if cerr := conn.Close(ctx); err == nil && cerr != nil {
+		err = fmt.Errorf("close connection: %w", cerr)
+	}
+	return err
+}
+
+// execAll runs stmts in order, each on its own (outside a transaction block,
+// so CREATE INDEX CONCURRENTLY works). Each is sent as one simple-protocol
+// query, so one string may hold several statements. It stops at the first
+// error, which quotes the statement.
+func execAll(ctx context.Context, conn *pgx.Conn, stmts []string) error {
 	for _, s := range stmts {
-		// QueryExecModeSimpleProtocol lets one string hold several statements.
-		if _, err := tx.Exec(ctx, s, pgx.QueryExecModeSimpleProtocol); err != nil {
+		if _, err := conn.Exec(ctx, s, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return fmt.Errorf("%w\nin statement:\n%s", err, s)
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }

@@ -155,6 +155,63 @@ func TestWithSetup(t *testing.T) {
 	assert.EqualValues(t, 105, total)
 }
 
+func TestWithSetupRunsConcurrentIndexOnItsOwn(t *testing.T) {
+	db := idemtest.New(t, idemtest.WithSetup(
+		"CREATE TABLE orders (id bigint PRIMARY KEY, ref text NOT NULL)",
+		"CREATE UNIQUE INDEX CONCURRENTLY orders_ref_key ON orders (ref)",
+	))
+	_, err := db.Pool.Exec(t.Context(), "INSERT INTO orders VALUES (1, 'r'), (2, 'r')")
+	require.Error(t, err, "the unique index exists")
+}
+
+// countingTracer counts the queries a pool sends.
+type countingTracer struct{ n atomic.Int64 }
+
+func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func TestWithPoolConfigTracerSeesOnlyTheTestsQueries(t *testing.T) {
+	tracer := &countingTracer{}
+	db := idemtest.New(t,
+		idemtest.WithSetup("CREATE TABLE t (id int)", "INSERT INTO t VALUES (1)"),
+		idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.ConnConfig.Tracer = tracer }))
+	assert.Zero(t, tracer.n.Load(), "set-up queries went through the test's pool")
+	var n int
+	require.NoError(t, db.Pool.QueryRow(t.Context(), "SELECT count(*) FROM t").Scan(&n))
+	assert.Equal(t, 1, n)
+	assert.EqualValues(t, 1, tracer.n.Load())
+}
+
+func TestNewInParallelTests(t *testing.T) {
+	names := make(chan string, 8)
+	t.Run("group", func(t *testing.T) {
+		for i := range 8 {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				t.Parallel()
+				opts := []idemtest.Option{}
+				if i%2 == 1 {
+					opts = append(opts, idemtest.WithTable(fmt.Sprintf("s%d.ledger", i)))
+				}
+				db := idemtest.New(t, opts...)
+				_, err := db.Pool.Exec(t.Context(), "SELECT 1")
+				require.NoError(t, err)
+				names <- db.Name
+			})
+		}
+	})
+	close(names)
+	seen := map[string]bool{}
+	for n := range names {
+		assert.False(t, seen[n], "database name %s given twice", n)
+		seen[n] = true
+	}
+	assert.Len(t, seen, 8)
+}
+
 func TestWithSetupErrorNamesStatement(t *testing.T) {
 	ft := &fatalRecorder{TB: t}
 	ran := make(chan struct{})

@@ -220,14 +220,38 @@ func runAs() (*syscall.Credential, error) {
 }
 
 // tempRoot is where server directories are made: the system temp directory,
-// or /tmp when that would make the socket path too long.
-func tempRoot() string {
+// or /tmp when that would make the socket path too long or, when the server
+// runs as another user (cred != nil), that user could not reach it.
+func tempRoot(cred *syscall.Credential) string {
 	root := os.TempDir()
 	// <root>/idemtest-pg-1234567890/sock/.s.PGSQL.5432
 	if len(root)+len("/"+tempPrefix+"1234567890/sock/.s.PGSQL.5432") > maxSocketPath {
 		return "/tmp"
 	}
+	if cred != nil && !reachableByAll(root) {
+		return "/tmp"
+	}
 	return root
+}
+
+// reachableByAll reports whether every directory on the path to dir may be
+// searched by any user.
+func reachableByAll(dir string) bool {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	for {
+		fi, err := os.Stat(dir)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return true
+		}
+		dir = parent
+	}
 }
 
 // startLocal runs initdb into a fresh temporary directory and starts postgres
@@ -237,7 +261,7 @@ func startLocal(ctx context.Context, bin string, settings []string) (_ *server, 
 	if err != nil {
 		return nil, err
 	}
-	root := tempRoot()
+	root := tempRoot(cred)
 	removeStale(root)
 
 	dir, err := os.MkdirTemp(root, tempPrefix)
@@ -415,15 +439,7 @@ func (s *server) template(ctx context.Context, table string, ddl []string) (stri
 	if err != nil {
 		return "", err
 	}
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		return "", fmt.Errorf("connect to template %s: %w", name, err)
-	}
-	err = execAll(ctx, conn, ddl)
-	if cerr := conn.Close(ctx); err == nil && cerr != nil {
-		err = fmt.Errorf("close: %w", cerr)
-	}
-	if err != nil {
+	if err := execURL(ctx, u, ddl); err != nil {
 		return "", fmt.Errorf("set up template %s: %w", name, err)
 	}
 	if _, err := s.admin.Exec(ctx, "ALTER DATABASE "+quoted+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"); err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,4 +232,17 @@ func TestExternalServerUnreachable(t *testing.T) {
 	_, err := startServer(t.Context())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), EnvDatabaseURL)
+}
+
+func TestTempRootReachableByServerUser(t *testing.T) {
+	// Short, so the socket path stays within limits.
+	private, err := os.MkdirTemp("/tmp", "p")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(private) })
+	t.Setenv("TMPDIR", private)
+	assert.Equal(t, "/tmp", tempRoot(&syscall.Credential{Uid: 101, Gid: 104}), "a directory the server user cannot reach")
+	assert.Equal(t, private, tempRoot(nil), "the current user can reach its own TMPDIR")
+
+	t.Setenv("TMPDIR", "/"+strings.Repeat("d", 90))
+	assert.Equal(t, "/tmp", tempRoot(nil), "the socket path would be too long")
 }
