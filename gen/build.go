@@ -318,7 +318,7 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		}
 		used[local] = true
 		walk := &fpWalk{b: b, pos: fset.Position(v.Pos()), m: m, param: len(m.Params)}
-		if !walk.check(v.Type(), name, nil, map[string]bool{}) {
+		if !walk.check(v.Type(), name, []string{}, map[string]bool{}) {
 			ok = false
 		}
 		m.Params = append(m.Params, Param{Name: name, Local: local, Type: b.render(v.Type())})

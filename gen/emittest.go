@@ -1,7 +1,411 @@
 package gen
 
-// emitTests renders the twin-request tests file.
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// Identifiers of the generated tests' shared helpers.
+const (
+	tEnv      = "idemgenEnv"
+	tNewEnv   = "newIdemgenEnv"
+	tCtx      = "idemgenCtx"
+	tResult   = "idemgenResult"
+	tSame     = "idemgenSame"
+	tInjected = "errIdemgenInjected"
+)
+
+// emitTests renders the twin-request tests file. The tests use only the
+// standard library, the package under test and the idemgen runtime.
 func (e *emitter) emitTests() ([]byte, error) {
 	f := newFile(e.m, nil)
+	f.Add(e.testHelpers())
+	for _, r := range e.m.Receivers {
+		for _, m := range r.Methods {
+			f.Add(e.methodTest(r, m))
+		}
+	}
 	return render(f)
+}
+
+// testHelpers: the per-test environment (fresh database, controllable clock,
+// a store whose hooks count body executions) and small assertions.
+func (e *emitter) testHelpers() jen.Code {
+	t := jen.Id("t").Op("*").Qual("testing", "T")
+	tbl := e.m.Table
+	return jen.Add(
+		comment(tEnv+" is one test's fresh database, its ledger store, the store's clock and a count of method",
+			"bodies run (through the store's Executed hook, so the service's code is untouched).").Line(),
+		jen.Type().Id(tEnv).Struct(
+			jen.Id("db").Op("*").Qual(idemtestPath, "DB"),
+			jen.Id("clock").Op("*").Qual(idemtestPath, "Clock"),
+			jen.Id("store").Op("*").Qual(idemPath, "Store"),
+			jen.Id("executed").Qual("sync/atomic", "Int64"),
+		).Line().Line(),
+
+		comment(tNewEnv+" creates a fresh database holding the ledger table "+tbl+" and a store over it.").Line(),
+		jen.Func().Id(tNewEnv).Params(t.Clone()).Op("*").Id(tEnv).Block(
+			jen.Id("t").Dot("Helper").Call(),
+			jen.Id("env").Op(":=").Op("&").Id(tEnv).Values(jen.Dict{
+				jen.Id("db"):    jen.Qual(idemtestPath, "New").Call(jen.Id("t"), jen.Qual(idemtestPath, "WithTable").Call(jen.Lit(tbl))),
+				jen.Id("clock"): jen.Qual(idemtestPath, "NewClock").Call(jen.Qual("time", "Time").Values()),
+			}),
+			jen.List(jen.Id("store"), jen.Err()).Op(":=").Qual(idemPath, "NewStore").Call(
+				jen.Id("env").Dot("db").Dot("Pool"),
+				jen.Line().Qual(idemPath, "WithTable").Call(jen.Lit(tbl)),
+				jen.Line().Qual(idemPath, "WithClock").Call(jen.Id("env").Dot("clock").Dot("Now")),
+				jen.Line().Qual(idemPath, "WithHooks").Call(jen.Qual(idemPath, "Hooks").Values(jen.Dict{
+					jen.Id("Executed"): jen.Func().Params(jen.Qual("context", "Context"), jen.Qual(idemPath, "Event")).Block(
+						jen.Id("env").Dot("executed").Dot("Add").Call(jen.Lit(1))),
+				})).Op(",").Line(),
+			),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Id("t").Dot("Fatalf").Call(jen.Lit("idem.NewStore: %v"), jen.Err())),
+			jen.Id("env").Dot("store").Op("=").Id("store"),
+			jen.Return(jen.Id("env")),
+		).Line().Line(),
+
+		comment("wantExecutions fails the test unless method bodies ran exactly want times.").Line(),
+		jen.Func().Params(jen.Id("env").Op("*").Id(tEnv)).Id("wantExecutions").Params(t.Clone(), jen.Id("want").Int64()).Block(
+			jen.Id("t").Dot("Helper").Call(),
+			jen.If(jen.Id("got").Op(":=").Id("env").Dot("executed").Dot("Load").Call(), jen.Id("got").Op("!=").Id("want")).Block(
+				jen.Id("t").Dot("Errorf").Call(jen.Lit("the method body ran %d times, want %d"), jen.Id("got"), jen.Id("want"))),
+		).Line().Line(),
+
+		comment("wantRows fails the test unless the ledger holds exactly want rows for method.").Line(),
+		jen.Func().Params(jen.Id("env").Op("*").Id(tEnv)).Id("wantRows").Params(t.Clone(), jen.Id("method").String(), jen.Id("want").Int()).Block(
+			jen.Id("t").Dot("Helper").Call(),
+			jen.Var().Id("got").Int(),
+			jen.If(
+				jen.Err().Op(":=").Id("env").Dot("db").Dot("Pool").Dot("QueryRow").Call(jen.Id("t").Dot("Context").Call(),
+					jen.Op("`SELECT count(*) FROM "+e.m.TableQuoted+" WHERE method = $1`"), jen.Id("method")).Dot("Scan").Call(jen.Op("&").Id("got")),
+				jen.Err().Op("!=").Nil(),
+			).Block(jen.Id("t").Dot("Fatalf").Call(jen.Lit("count ledger rows: %v"), jen.Err())),
+			jen.If(jen.Id("got").Op("!=").Id("want")).Block(
+				jen.Id("t").Dot("Errorf").Call(jen.Lit("the ledger holds %d rows for %s, want %d"), jen.Id("got"), jen.Id("method"), jen.Id("want"))),
+		).Line().Line(),
+
+		comment(tCtx+" returns the test's context carrying an idempotency key and, if not empty, a scope.").Line(),
+		jen.Func().Id(tCtx).Params(t.Clone(), jen.List(jen.Id("key"), jen.Id("scope")).String()).Qual("context", "Context").Block(
+			jen.Id("ctx").Op(":=").Qual(idemPath, "WithKey").Call(jen.Id("t").Dot("Context").Call(), jen.Id("key")),
+			jen.If(jen.Id("scope").Op("!=").Lit("")).Block(jen.Id("ctx").Op("=").Qual(idemPath, "WithScope").Call(jen.Id("ctx"), jen.Id("scope"))),
+			jen.Return(jen.Id("ctx")),
+		).Line().Line(),
+
+		comment(tResult+" is what one call returned.").Line(),
+		jen.Type().Id(tResult).Types(jen.Id("R").Any()).Struct(jen.Id("resp").Id("R"), jen.Id("err").Error()).Line().Line(),
+
+		comment(tSame+" fails the test unless every call succeeded and returned a response deeply equal to the",
+			"first: a replay must equal the original.").Line(),
+		jen.Func().Id(tSame).Types(jen.Id("R").Any()).Params(t.Clone(), jen.Id("rs").Index().Id(tResult).Types(jen.Id("R"))).Block(
+			jen.Id("t").Dot("Helper").Call(),
+			jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Id("rs")).Block(
+				jen.If(jen.Id("r").Dot("err").Op("!=").Nil()).Block(
+					jen.Id("t").Dot("Errorf").Call(jen.Lit("call %d of %d failed: %v"), jen.Id("i"), jen.Len(jen.Id("rs")), jen.Id("r").Dot("err")),
+					jen.Continue(),
+				),
+				jen.If(jen.Op("!").Qual("reflect", "DeepEqual").Call(jen.Id("r").Dot("resp"), jen.Id("rs").Index(jen.Lit(0)).Dot("resp"))).Block(
+					jen.Id("t").Dot("Errorf").Call(jen.Lit("call %d returned %#v, call 0 returned %#v: a replay must equal the original"), jen.Id("i"), jen.Id("r").Dot("resp"), jen.Id("rs").Index(jen.Lit(0)).Dot("resp")),
+				),
+			),
+		).Line().Line(),
+
+		comment("idemgenErr keeps the error of a call and drops its response.").Line(),
+		jen.Func().Id("idemgenErr").Types(jen.Id("R").Any()).Params(jen.Id("_").Id("R"), jen.Err().Error()).Error().Block(jen.Return(jen.Err())).Line().Line(),
+
+		comment(tInjected+" stands for a failure after the work was done.").Line(),
+		jen.Var().Id(tInjected).Op("=").Qual("errors", "New").Call(jen.Lit("injected failure after the work")).Line(),
+	)
+}
+
+// testReserved are identifiers the generated tests declare themselves.
+var testReserved = map[string]bool{
+	"t": true, "env": true, "w": true, "svc": true, "ctx": true, "rs": true, "r": true, "err": true,
+	"zero": true, "crashed": true, "crash": true, "setup": true, "call": true, "other": true,
+}
+
+// testArgs returns the names the tests give the sample's values.
+func testArgs(m *Method) []string {
+	var out []string
+	for i, p := range m.Params {
+		n := p.Local
+		if testReserved[n] {
+			n = fmt.Sprintf("arg%d", i+1)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// methodTest:
+//
+//	func TestIdempotentPaymentsCharge(t *testing.T) {
+//		t.Run("twins", func(t *testing.T) { ... idemtest.Twins ... })
+//		...
+//	}
+func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
+	args := testArgs(m)
+	argIDs := func() []jen.Code {
+		var out []jen.Code
+		for _, a := range args {
+			out = append(out, jen.Id(a))
+		}
+		return out
+	}
+	res := e.result(m)
+	resultT := func() *jen.Statement { return jen.Id(tResult).Types(e.result(m)) }
+	// sample declares the sample request: req := samplePaymentsChargeArgs(t)
+	sample := func() jen.Code {
+		if len(args) == 0 {
+			return jen.Null()
+		}
+		return jen.List(argIDs()...).Op(":=").Id(m.SampleFixture).Call(jen.Id("t"))
+	}
+	// setup: env, w := setup(t)
+	setup := func() jen.Code {
+		return jen.List(jen.Id("env"), jen.Id("svc"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t"))
+	}
+	callW := func(ctx jen.Code) *jen.Statement {
+		return jen.Id("w").Dot(m.Name).Call(append([]jen.Code{ctx}, argIDs()...)...)
+	}
+	// once: a call that must succeed.
+	once := func(ctx jen.Code, what string) jen.Code {
+		var call *jen.Statement
+		if m.Result != nil {
+			call = jen.List(jen.Id("_"), jen.Err()).Op(":=").Add(callW(ctx))
+		} else {
+			call = jen.Err().Op(":=").Add(callW(ctx))
+		}
+		return jen.If(call, jen.Err().Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit(what+": %v"), jen.Err()))
+	}
+	// asResult: func(int) idemgenResult[R] { r, err := w.M(ctx, req...); return idemgenResult[R]{r, err} }
+	asResult := func(ctx jen.Code) jen.Code {
+		var body []jen.Code
+		if m.Result != nil {
+			body = []jen.Code{
+				jen.List(jen.Id("r"), jen.Err()).Op(":=").Add(callW(ctx)),
+				jen.Return(resultT().Values(jen.Id("r"), jen.Err())),
+			}
+		} else {
+			body = []jen.Code{jen.Return(resultT().Values(jen.Dict{jen.Id("err"): callW(ctx)}))}
+		}
+		return jen.Func().Params(jen.Int()).Add(resultT()).Block(body...)
+	}
+	ctxOf := func(key, scope string) *jen.Statement {
+		return jen.Id(tCtx).Call(jen.Id("t"), jen.Lit(key), jen.Lit(scope))
+	}
+	waitCtx := func(key string) *jen.Statement {
+		if m.Mode == ModeExternal { // a twin waits for the attempt in progress instead of failing
+			return jen.Qual(idemPath, "WithWait").Call(ctxOf(key, ""))
+		}
+		return ctxOf(key, "")
+	}
+	key := jen.Lit(m.Key)
+	sub := func(name string, doc string, body ...jen.Code) jen.Code {
+		return jen.Id("t").Dot("Run").Call(jen.Lit(name), jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
+			append([]jen.Code{jen.Comment(doc)}, body...)...))
+	}
+	var subs []jen.Code
+
+	twinsDoc := "Two identical requests released at once: one execution, one ledger row, equal responses."
+	if m.Mode == ModeExternal {
+		twinsDoc = "Two identical requests released at once (the second waits, idem.WithWait): one execution, one row, equal responses."
+	}
+	subs = append(subs, sub("twins", twinsDoc,
+		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		jen.Id("ctx").Op(":=").Add(waitCtx("twins")),
+		jen.Id("rs").Op(":=").Qual(idemtestPath, "Twins").Call(jen.Id("t"), asResult(jen.Id("ctx"))),
+		jen.Id(tSame).Call(jen.Id("t"), jen.Id("rs").Index(jen.Op(":"))),
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
+	))
+	subs = append(subs, sub("storm", fmt.Sprintf("%d identical requests released at once: one execution, one ledger row, equal responses.", m.Storm),
+		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		jen.Id("ctx").Op(":=").Add(waitCtx("storm")),
+		jen.Id("rs").Op(":=").Qual(idemtestPath, "Storm").Call(jen.Id("t"), jen.Lit(m.Storm), asResult(jen.Id("ctx"))),
+		jen.Id(tSame).Call(jen.Id("t"), jen.Id("rs")),
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
+	))
+	if mu := m.Mutation; mu != nil {
+		target := jen.Id(args[mu.Param])
+		for _, p := range mu.Path {
+			target = target.Dot(p)
+		}
+		var change jen.Code
+		switch mu.Kind {
+		case "string":
+			change = target.Clone().Op("+=").Lit("-changed")
+		case "bool":
+			change = target.Clone().Op("=").Op("!").Add(target.Clone())
+		default:
+			change = target.Clone().Op("++")
+		}
+		subs = append(subs, sub("same key, different request", "The same key with another request is refused with idem.ErrMismatch and runs nothing.",
+			jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+			sample(),
+			jen.Id("ctx").Op(":=").Add(ctxOf("reused", "")),
+			once(jen.Id("ctx"), "first request"),
+			jen.Add(change).Comment("another request under the same key"),
+			jen.Err().Op(":=").Add(errOnly(m, callW(jen.Id("ctx")))),
+			jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual(idemPath, "ErrMismatch"))).Block(
+				jen.Id("t").Dot("Errorf").Call(jen.Lit("same key, different request: got error %v, want idem.ErrMismatch"), jen.Err())),
+			jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
+			jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
+		))
+	} else {
+		subs = append(subs, jen.Comment(fmt.Sprintf("No mismatch test: no fingerprinted scalar of %s is reachable through struct fields to change.", m.Key)))
+	}
+	subs = append(subs, sub("distinct keys", "Different keys are different requests: each runs.",
+		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		once(ctxOf("key-a", ""), "key-a"),
+		once(ctxOf("key-b", ""), "key-b"),
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(2)),
+	))
+	subs = append(subs, sub("same key, two scopes", "The same key in two scopes (tenants) names two requests: each runs.",
+		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		once(ctxOf("shared", "tenant-a"), "tenant-a"),
+		once(ctxOf("shared", "tenant-b"), "tenant-b"),
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(2)),
+	))
+	retention := jen.Qual(idemPath, "DefaultRetention")
+	retentionText := "the store's retention"
+	if m.Retention > 0 {
+		retention = duration(m.Retention).(*jen.Statement)
+		retentionText = formatDuration(m.Retention)
+	}
+	subs = append(subs, sub("expired key", fmt.Sprintf("A key sent again after %s is treated as new: the method runs again.", retentionText),
+		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		jen.Id("ctx").Op(":=").Add(ctxOf("expiring", "")),
+		once(jen.Id("ctx"), "first request"),
+		jen.Id("env").Dot("clock").Dot("Advance").Call(retention.Op("+").Qual("time", "Minute")),
+		once(jen.Id("ctx"), "the same key after its retention"),
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
+	))
+
+	zero := jen.Var().Id("zero").Add(res.Clone())
+	innerCall := func() *jen.Statement {
+		a := []jen.Code{jen.Id("ctx")}
+		if m.Mode == ModeAtomic {
+			a = append(a, jen.Id("tx"))
+		}
+		return jen.Id("svc").Dot(m.Name).Call(append(a, argIDs()...)...)
+	}
+	if m.Mode == ModeAtomic {
+		subs = append(subs, sub("failing body leaves no claim", "The work ran but the transaction failed: nothing is stored, and a retry runs.",
+			setup(),
+			sample(),
+			jen.Id("ctx").Op(":=").Add(ctxOf("failing", "")),
+			zero,
+			jen.List(jen.Id("_"), jen.Err()).Op(":=").Qual(idemPath, "Atomic").Call(jen.Id("ctx"), jen.Id("env").Dot("store"), jen.Id(m.MethodVar),
+				jen.Id(m.FingerprintFunc).Call(argIDs()...),
+				jen.Func().Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("tx").Qual(pgxPath, "Tx")).Params(res.Clone(), jen.Error()).Block(
+					jen.If(errOnlyAssign(m, innerCall()), jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Id("zero"), jen.Err())),
+					jen.Return(jen.Id("zero"), jen.Id(tInjected)),
+				)),
+			jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Id(tInjected))).Block(
+				jen.Id("t").Dot("Fatalf").Call(jen.Lit("failing attempt: got error %v, want the injected failure"), jen.Err())),
+			jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(0)),
+			once(jen.Id("ctx"), "retry after the failed attempt"),
+			jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
+			jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
+		))
+	} else {
+		lock := jen.Qual(idemPath, "DefaultLockTimeout")
+		lockText := "the store's lock timeout"
+		if m.LockTimeout > 0 {
+			lock = duration(m.LockTimeout).(*jen.Statement)
+			lockText = formatDuration(m.LockTimeout)
+		}
+		subs = append(subs, sub("failing body releases the claim", "A non-final error releases the claim: a retry runs at once.",
+			jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+			sample(),
+			jen.Id("ctx").Op(":=").Add(ctxOf("failing", "")),
+			zero.Clone(),
+			jen.List(jen.Id("_"), jen.Err()).Op(":=").Qual(idemPath, "External").Call(jen.Id("ctx"), jen.Id("env").Dot("store"), jen.Id(m.MethodVar),
+				jen.Id(m.FingerprintFunc).Call(argIDs()...),
+				jen.Func().Params(jen.Qual("context", "Context")).Params(res.Clone(), jen.Error()).Block(
+					jen.Return(jen.Id("zero"), jen.Id(tInjected)),
+				)),
+			jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Id(tInjected))).Block(
+				jen.Id("t").Dot("Fatalf").Call(jen.Lit("failing attempt: got error %v, want the injected failure"), jen.Err())),
+			once(jen.Id("ctx"), "retry after the failed attempt"),
+			jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
+		))
+		subs = append(subs, sub("crash mid-work, then takeover", fmt.Sprintf("An attempt that dies after the work keeps the key in progress; after %s a retry takes over.", lockText),
+			setup(),
+			sample(),
+			jen.List(jen.Id("crashed"), jen.Id("crash")).Op(":=").Qual("context", "WithCancel").Call(ctxOf("crashing", "")),
+			zero.Clone(),
+			jen.List(jen.Id("_"), jen.Err()).Op(":=").Qual(idemPath, "External").Call(jen.Id("crashed"), jen.Id("env").Dot("store"), jen.Id(m.MethodVar),
+				jen.Id(m.FingerprintFunc).Call(argIDs()...),
+				jen.Func().Params(jen.Id("ctx").Qual("context", "Context")).Params(res.Clone(), jen.Error()).Block(
+					jen.If(errOnlyAssign(m, innerCall()), jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Id("zero"), jen.Err())),
+					jen.Id("crash").Call().Comment("the caller dies before the response is stored"),
+					jen.Return(jen.Id("zero"), jen.Id("ctx").Dot("Err").Call()),
+				)),
+			jen.If(jen.Err().Op("==").Nil()).Block(jen.Id("t").Dot("Fatal").Call(jen.Lit("the crashed attempt reported success"))),
+			jen.Id("ctx").Op(":=").Add(ctxOf("crashing", "")),
+			jen.If(jen.Err().Op(":=").Add(errOnly(m, callW(jen.Id("ctx")))), jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual(idemPath, "ErrInProgress"))).Block(
+				jen.Id("t").Dot("Fatalf").Call(jen.Lit("retry while the crashed attempt holds the key: got error %v, want idem.ErrInProgress"), jen.Err())),
+			jen.Id("env").Dot("clock").Dot("Advance").Call(lock.Op("+").Qual("time", "Second")),
+			once(jen.Id("ctx"), "retry after the lock timeout"),
+			once(jen.Id("ctx"), "replay after the takeover"),
+			jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
+			jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
+		))
+	}
+
+	name := "Test" + r.Wrapper + m.Name
+	var checks []string
+	for _, s := range []string{"twins", fmt.Sprintf("a storm of %d", m.Storm), "mismatch", "distinct keys", "scopes", "expiry"} {
+		if s == "mismatch" && m.Mutation == nil {
+			continue
+		}
+		checks = append(checks, s)
+	}
+	if m.Mode == ModeAtomic {
+		checks = append(checks, "a failing body")
+	} else {
+		checks = append(checks, "a failing body", "a crash mid-work and its takeover")
+	}
+	body := []jen.Code{
+		jen.Comment("setup builds the service (fixture " + r.Fixture + ") and its wrapper over a fresh database."),
+		jen.Id("setup").Op(":=").Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Params(jen.Op("*").Id(tEnv), jen.Op("*").Id(r.Name), jen.Op("*").Id(r.Wrapper)).Block(
+			jen.Id("env").Op(":=").Id(tNewEnv).Call(jen.Id("t")),
+			jen.Id("svc").Op(":=").Id(r.Fixture).Call(jen.Id("t"), jen.Id("env").Dot("db")),
+			jen.Return(jen.Id("env"), jen.Id("svc"), jen.Id(r.Constructor).Call(jen.Id("svc"), jen.Id("env").Dot("store"))),
+		),
+	}
+	body = append(body, subs...)
+	return jen.Add(
+		comment(fmt.Sprintf("%s checks the idempotency of %s against a real PostgreSQL: %s.", name, m.Key, strings.Join(checks, ", "))).Line(),
+		jen.Func().Id(name).Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(body...).Line(),
+	)
+}
+
+// errOnly turns a wrapper call into an error expression.
+func errOnly(m *Method, call *jen.Statement) jen.Code {
+	if m.Result == nil {
+		return call
+	}
+	return jen.Id("idemgenErr").Call(call)
+}
+
+// errOnlyAssign: _, err := call, or err := call for error-only methods.
+func errOnlyAssign(m *Method, call *jen.Statement) jen.Code {
+	if m.Result == nil {
+		return jen.Err().Op(":=").Add(call)
+	}
+	return jen.List(jen.Id("_"), jen.Err()).Op(":=").Add(call)
 }

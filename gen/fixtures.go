@@ -29,6 +29,9 @@ func (b *builder) wantFixtures(pos token.Position, m *Method, sig *types.Signatu
 			what:  "builds the service under test on the test's database (db.Pool); create the tables it needs there",
 		})
 	}
+	if len(m.Params) == 0 {
+		return // nothing to sample
+	}
 	var src, qual []string
 	for i, p := range m.Params {
 		t := sig.Params().At(first + i).Type()
@@ -42,8 +45,6 @@ func (b *builder) wantFixtures(pos token.Position, m *Method, sig *types.Signatu
 		what:  fmt.Sprintf("returns a valid request for %s, one it accepts and completes without error", m.Key),
 	}
 	switch len(qual) {
-	case 0:
-		f.want = fmt.Sprintf("func %s(t *testing.T)", name)
 	case 1:
 		f.wantQ += " " + qual[0]
 	default:

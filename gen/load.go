@@ -58,6 +58,8 @@ func load(ctx context.Context, dir string, patterns []string, tags string) ([]*l
 	var order []string
 	for _, p := range pkgs {
 		switch {
+		case strings.HasSuffix(p.PkgPath, ".test") && p.Name == "main":
+			// the generated test main package
 		case p.ID == p.PkgPath:
 			if byPath[p.PkgPath] == nil {
 				byPath[p.PkgPath] = &loaded{}

@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"maps"
 	"net/url"
 	"os"
@@ -43,59 +44,67 @@ func writeDir(t *testing.T, files map[string][]byte) string {
 
 // tool applies a migration directory with a real migration tool.
 type tool struct {
-	up, down func(t *testing.T, ctx context.Context, dbURL, dir string)
+	up, down func(t *testing.T, ctx context.Context, dbURL, dir string) error
 }
 
 var tools = map[string]tool{
 	"goose": {
-		up: func(t *testing.T, ctx context.Context, dbURL, dir string) {
+		up: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
 			_, err := gooseProvider(t, dbURL, dir).Up(ctx)
-			require.NoError(t, err, "goose up")
+			return err
 		},
-		down: func(t *testing.T, ctx context.Context, dbURL, dir string) {
+		down: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
 			_, err := gooseProvider(t, dbURL, dir).DownTo(ctx, 0)
-			require.NoError(t, err, "goose down-to 0")
+			return err
 		},
 	},
 	"golang-migrate": {
-		up: func(t *testing.T, ctx context.Context, dbURL, dir string) {
-			require.NoError(t, golangMigrate(t, dbURL, dir).Up(), "migrate up")
+		up: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
+			return golangMigrate(t, dbURL, dir).Up()
 		},
-		down: func(t *testing.T, ctx context.Context, dbURL, dir string) {
-			require.NoError(t, golangMigrate(t, dbURL, dir).Down(), "migrate down")
+		down: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
+			return golangMigrate(t, dbURL, dir).Down()
 		},
 	},
 	"tern": {
-		up: func(t *testing.T, ctx context.Context, dbURL, dir string) {
-			require.NoError(t, ternMigrator(t, ctx, dbURL, dir).Migrate(ctx), "tern migrate")
+		up: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
+			return ternMigrator(t, ctx, dbURL, dir).Migrate(ctx)
 		},
-		down: func(t *testing.T, ctx context.Context, dbURL, dir string) {
-			require.NoError(t, ternMigrator(t, ctx, dbURL, dir).MigrateTo(ctx, 0), "tern migrate --destination 0")
+		down: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
+			return ternMigrator(t, ctx, dbURL, dir).MigrateTo(ctx, 0)
 		},
 	},
 	"dbmate": {
-		up: func(t *testing.T, ctx context.Context, dbURL, dir string) {
-			runTool(t, ctx, toolBinary(t, "dbmate"), "--url", dbmateURL(t, dbURL), "--migrations-dir", dir, "--no-dump-schema", "up")
+		up: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
+			return runTool(ctx, toolBinary(t, "dbmate"), "--url", dbmateURL(t, dbURL), "--migrations-dir", dir, "--no-dump-schema", "up")
 		},
-		down: func(t *testing.T, ctx context.Context, dbURL, dir string) {
-			n := len(sqlFiles(t, dir, ""))
-			for range n {
-				runTool(t, ctx, toolBinary(t, "dbmate"), "--url", dbmateURL(t, dbURL), "--migrations-dir", dir, "--no-dump-schema", "rollback")
+		down: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
+			for range sqlFiles(t, dir, "") {
+				if err := runTool(ctx, toolBinary(t, "dbmate"), "--url", dbmateURL(t, dbURL), "--migrations-dir", dir, "--no-dump-schema", "rollback"); err != nil {
+					return err
+				}
 			}
+			return nil
 		},
 	},
 	"plain": {
-		up: func(t *testing.T, ctx context.Context, dbURL, dir string) {
+		up: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
 			for _, f := range sqlFiles(t, dir, ".up.sql") {
-				runTool(t, ctx, psql(t), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dbURL, "-f", f)
+				if err := runTool(ctx, psql(t), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dbURL, "-f", f); err != nil {
+					return err
+				}
 			}
+			return nil
 		},
-		down: func(t *testing.T, ctx context.Context, dbURL, dir string) {
+		down: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
 			files := sqlFiles(t, dir, ".down.sql")
 			slices.Reverse(files)
 			for _, f := range files {
-				runTool(t, ctx, psql(t), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dbURL, "-f", f)
+				if err := runTool(ctx, psql(t), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dbURL, "-f", f); err != nil {
+					return err
+				}
 			}
+			return nil
 		},
 	},
 	// Atlas itself is not installed (it ships no npm package); its files are
@@ -103,7 +112,7 @@ var tools = map[string]tool{
 	// unless it says atlas:txmode none. Atlas plans rollbacks itself, so
 	// there is no down step. atlas.sum is checked in TestAtlasSum.
 	"atlas": {
-		up: func(t *testing.T, ctx context.Context, dbURL, dir string) {
+		up: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
 			for _, f := range sqlFiles(t, dir, ".sql") {
 				b, err := os.ReadFile(f)
 				require.NoError(t, err)
@@ -111,8 +120,11 @@ var tools = map[string]tool{
 				if !strings.Contains(string(b), "\n-- atlas:txmode none\n") {
 					args = append(args, "--single-transaction")
 				}
-				runTool(t, ctx, psql(t), args...)
+				if err := runTool(ctx, psql(t), args...); err != nil {
+					return err
+				}
 			}
+			return nil
 		},
 	},
 }
@@ -203,13 +215,14 @@ func psql(t testing.TB) string {
 	return matches[len(matches)-1]
 }
 
-func runTool(t *testing.T, ctx context.Context, bin string, args ...string) string {
-	t.Helper()
+func runTool(ctx context.Context, bin string, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-	require.NoError(t, err, "%s %s:\n%s", filepath.Base(bin), strings.Join(args, " "), out)
-	return string(out)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // TestToolsApplyMigrations applies each format's migrations with the real
@@ -231,16 +244,16 @@ func TestToolsApplyMigrations(t *testing.T) {
 				db := idemtest.New(t, idemtest.WithoutLedger())
 				tl := tools[format]
 
-				tl.up(t, ctx, db.URL, dir)
+				require.NoError(t, tl.up(t, ctx, db.URL, dir), "up")
 				for _, table := range tables {
 					checkLedger(t, db.Pool, table)
 				}
 				if tl.down != nil {
-					tl.down(t, ctx, db.URL, dir)
+					require.NoError(t, tl.down(t, ctx, db.URL, dir), "down")
 					for _, table := range tables {
 						assert.False(t, exists(t, db.Pool, table), "%s is gone after rolling everything back", table)
 					}
-					tl.up(t, ctx, db.URL, dir)
+					require.NoError(t, tl.up(t, ctx, db.URL, dir), "up again")
 					for _, table := range tables {
 						checkLedger(t, db.Pool, table)
 					}
@@ -408,4 +421,59 @@ VALUES ('s', 'm', 'a', '\x00', 'done', '2000-01-01'), ('s', 'm', 'b', '\x00', 'd
 	_, err = gooseProvider(t, db.URL, writeDir(t, merge(dir, cur))).Up(ctx)
 	require.NoError(t, err)
 	checkLedger(t, db.Pool, "idempotency_keys")
+}
+
+// TestLockTimeoutReachesTheConcurrentBuild holds a lock that CREATE INDEX
+// CONCURRENTLY must wait for and runs the migrations with each tool: the
+// build gives up after the configured lock_timeout instead of queueing. For
+// golang-migrate and dbmate this proves that the settings migration before
+// the lone build runs on the same connection.
+func TestLockTimeoutReachesTheConcurrentBuild(t *testing.T) {
+	for _, format := range Formats {
+		t.Run(format, func(t *testing.T) {
+			ctx := context.Background()
+			cfg := mustDefaults(t, cfgFor(format))
+			cfg.LockTimeout = 300 * time.Millisecond
+			dir := userFiles(format)
+			old, err := plan(cfg, oldLedger(t), dir)
+			require.NoError(t, err)
+			dir = merge(dir, old)
+			cur, err := Plan(cfg, dir)
+			require.NoError(t, err)
+			before := maps.Clone(dir)
+			for n, b := range cur {
+				if !strings.Contains(n, "_index_") {
+					before[n] = b
+				}
+			}
+			if format == "atlas" {
+				delete(before, AtlasSumFile)
+			}
+			db := idemtest.New(t, idemtest.WithoutLedger())
+			tl := tools[format]
+			require.NoError(t, tl.up(t, ctx, db.URL, writeDir(t, before)))
+
+			tx, err := db.Pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			_, err = tx.Exec(ctx, "LOCK TABLE idempotency_keys IN SHARE UPDATE EXCLUSIVE MODE")
+			require.NoError(t, err)
+
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			pending := merge(dir, cur)
+			if format == "plain" || format == "atlas" {
+				// psql keeps no record of what ran: give it only the new files.
+				pending = map[string][]byte{}
+				for n, b := range cur {
+					if strings.Contains(n, "_index_") {
+						pending[n] = b
+					}
+				}
+			}
+			err = tl.up(t, ctx, db.URL, writeDir(t, pending))
+			require.Error(t, err, "the concurrent build must not wait for the lock")
+			assert.Contains(t, err.Error(), "lock timeout")
+		})
+	}
 }
