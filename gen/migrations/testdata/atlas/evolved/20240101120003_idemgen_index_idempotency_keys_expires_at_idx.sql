@@ -37,7 +37,7 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "id
 DO $$
 BEGIN
     IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass('"idempotency_keys_expires_at_idx"') AND NOT indisvalid) THEN
-        RAISE EXCEPTION 'index %s is INVALID after a failed concurrent build: drop it with DROP INDEX CONCURRENTLY and run this migration again', '"idempotency_keys_expires_at_idx"';
+        RAISE EXCEPTION 'index % is INVALID after a failed concurrent build: drop it with DROP INDEX CONCURRENTLY and run this migration again', '"idempotency_keys_expires_at_idx"';
     END IF;
 END
 $$;

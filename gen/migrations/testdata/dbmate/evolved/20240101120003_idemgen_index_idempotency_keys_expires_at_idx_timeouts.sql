@@ -2,8 +2,8 @@
 --
 -- Sets lock_timeout and statement_timeout for the next migration, which builds
 -- index idempotency_keys_expires_at_idx on idempotency_keys CONCURRENTLY
--- (20240101120004_idemgen_index_idempotency_keys_expires_at_idx.sql). dbmate
--- runs that statement alone, on this same connection, so these session settings
+-- (20240101120004_idemgen_index_idempotency_keys_expires_at_idx). dbmate runs
+-- that statement alone, on this same connection, so these session settings
 -- apply to it.
 --
 -- Needed by: Payments.Charge, Payments.Refund.

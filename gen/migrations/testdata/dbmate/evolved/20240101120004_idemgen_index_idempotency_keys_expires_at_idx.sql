@@ -10,8 +10,8 @@
 -- dbmate runs a migration without a transaction as a single statement, so the
 -- session settings around it live in their own migrations, run on the same
 -- connection:
--- 20240101120003_idemgen_index_idempotency_keys_expires_at_idx_timeouts.sql and
--- 20240101120005_idemgen_index_idempotency_keys_expires_at_idx_check.sql.
+-- 20240101120003_idemgen_index_idempotency_keys_expires_at_idx_timeouts and
+-- 20240101120005_idemgen_index_idempotency_keys_expires_at_idx_check.
 --
 -- If the build fails (lock_timeout, a deadlock, a cancelled statement),
 -- PostgreSQL leaves an INVALID index behind; it costs writes and serves no
@@ -23,24 +23,26 @@
 --
 -- Needed by: Payments.Charge, Payments.Refund.
 --
--- Roll back: dbmate rollback runs the migrate:down section below, which drops
--- the index without blocking writes (roll back all three migrations:
--- 20240101120005_idemgen_index_idempotency_keys_expires_at_idx_check.sql,
--- 20240101120004_idemgen_index_idempotency_keys_expires_at_idx.sql and
--- 20240101120003_idemgen_index_idempotency_keys_expires_at_idx_timeouts.sql).
+-- Roll back: dbmate rollback, three times, rolls back
+-- 20240101120005_idemgen_index_idempotency_keys_expires_at_idx_check (which
+-- sets the timeouts again),
+-- 20240101120004_idemgen_index_idempotency_keys_expires_at_idx (which drops the
+-- index without blocking writes) and
+-- 20240101120003_idemgen_index_idempotency_keys_expires_at_idx_timeouts (which
+-- resets the timeouts), in that order.
 --
 -- idemgen: v=1 format=dbmate table=idempotency_keys indexes=expires_at_idx
 
 -- migrate:up transaction:false
 
 -- Lets the sweeper find expired rows without scanning the table.
--- lock_timeout and statement_timeout are set by 20240101120003_idemgen_index_idempotency_keys_expires_at_idx_timeouts.sql (above).
+-- lock_timeout and statement_timeout are set by 20240101120003_idemgen_index_idempotency_keys_expires_at_idx_timeouts, just before.
 -- squawk-ignore require-lock-timeout, require-statement-timeout
 CREATE INDEX CONCURRENTLY IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" ("expires_at");
 
 -- migrate:down transaction:false
 
 -- A rollback drops the index without blocking writes.
--- lock_timeout and statement_timeout are set by the rollback of 20240101120005_idemgen_index_idempotency_keys_expires_at_idx_check.sql.
+-- lock_timeout and statement_timeout are set by the rollback of 20240101120005_idemgen_index_idempotency_keys_expires_at_idx_check, just before.
 -- squawk-ignore require-lock-timeout, require-statement-timeout
 DROP INDEX CONCURRENTLY IF EXISTS "idempotency_keys_expires_at_idx";

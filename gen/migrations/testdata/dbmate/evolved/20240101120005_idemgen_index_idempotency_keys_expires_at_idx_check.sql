@@ -2,7 +2,7 @@
 --
 -- Checks that index idempotency_keys_expires_at_idx on idempotency_keys, built
 -- CONCURRENTLY by the previous migration
--- (20240101120004_idemgen_index_idempotency_keys_expires_at_idx.sql), is valid,
+-- (20240101120004_idemgen_index_idempotency_keys_expires_at_idx), is valid,
 -- then resets the session timeouts set before it. A failed concurrent build
 -- leaves an INVALID index that IF NOT EXISTS would skip on a rerun; this check
 -- stops the run instead. To repair: DROP INDEX CONCURRENTLY IF EXISTS
@@ -12,7 +12,7 @@
 --
 -- Roll back: dbmate rollback runs the migrate:down section below, which sets
 -- the timeouts again for the rollback of
--- 20240101120004_idemgen_index_idempotency_keys_expires_at_idx.sql.
+-- 20240101120004_idemgen_index_idempotency_keys_expires_at_idx.
 --
 -- idemgen: v=1 format=dbmate table=idempotency_keys
 
@@ -22,7 +22,7 @@
 DO $$
 BEGIN
     IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass('"idempotency_keys_expires_at_idx"') AND NOT indisvalid) THEN
-        RAISE EXCEPTION 'index %s is INVALID after a failed concurrent build: drop it with DROP INDEX CONCURRENTLY and run this migration again', '"idempotency_keys_expires_at_idx"';
+        RAISE EXCEPTION 'index % is INVALID after a failed concurrent build: drop it with DROP INDEX CONCURRENTLY and run this migration again', '"idempotency_keys_expires_at_idx"';
     END IF;
 END
 $$;

@@ -24,7 +24,6 @@
 -- 000003_idemgen_alter_idempotency_keys.down.sql, which drops the added
 -- columns, with their data, and restores the previous autovacuum settings.
 
-
 BEGIN;
 
 -- Give up rather than queue behind a long-running lock and block the traffic behind it.

@@ -2,8 +2,8 @@
 --
 -- Sets lock_timeout and statement_timeout for the next migration, which builds
 -- index idempotency_keys_expires_at_idx on idempotency_keys CONCURRENTLY
--- (000005_idemgen_index_idempotency_keys_expires_at_idx.up.sql). golang-migrate
--- runs that statement alone, on this same connection, so these session settings
+-- (000005_idemgen_index_idempotency_keys_expires_at_idx). golang-migrate runs
+-- that statement alone, on this same connection, so these session settings
 -- apply to it.
 --
 -- Needed by: Payments.Charge, Payments.Refund.
@@ -11,7 +11,6 @@
 -- Roll back: migrate down 1 runs
 -- 000004_idemgen_index_idempotency_keys_expires_at_idx_timeouts.down.sql, which
 -- resets the settings.
-
 
 RESET lock_timeout;
 RESET statement_timeout;

@@ -2,8 +2,8 @@
 --
 -- Sets lock_timeout and statement_timeout for the next migration, which builds
 -- index idempotency_keys_expires_at_idx on idempotency_keys CONCURRENTLY
--- (000005_idemgen_index_idempotency_keys_expires_at_idx.up.sql). golang-migrate
--- runs that statement alone, on this same connection, so these session settings
+-- (000005_idemgen_index_idempotency_keys_expires_at_idx). golang-migrate runs
+-- that statement alone, on this same connection, so these session settings
 -- apply to it.
 --
 -- Needed by: Payments.Charge, Payments.Refund.
@@ -13,7 +13,6 @@
 -- resets the settings.
 --
 -- idemgen: v=1 format=golang-migrate table=idempotency_keys
-
 
 -- Give up rather than queue behind a long-running lock. No statement_timeout: cancelling
 -- a concurrent build part-way only leaves an INVALID index behind.

@@ -10,8 +10,8 @@
 -- golang-migrate runs a migration without a transaction as a single statement,
 -- so the session settings around it live in their own migrations, run on the
 -- same connection:
--- 000004_idemgen_index_idempotency_keys_expires_at_idx_timeouts.up.sql and
--- 000006_idemgen_index_idempotency_keys_expires_at_idx_check.up.sql.
+-- 000004_idemgen_index_idempotency_keys_expires_at_idx_timeouts and
+-- 000006_idemgen_index_idempotency_keys_expires_at_idx_check.
 --
 -- If the build fails (lock_timeout, a deadlock, a cancelled statement),
 -- PostgreSQL leaves an INVALID index behind; it costs writes and serves no
@@ -23,15 +23,14 @@
 --
 -- Needed by: Payments.Charge, Payments.Refund.
 --
--- Roll back: migrate down 1 runs
--- 000005_idemgen_index_idempotency_keys_expires_at_idx.down.sql, which drops
--- the index without blocking writes (roll back all three migrations:
--- 000006_idemgen_index_idempotency_keys_expires_at_idx_check.up.sql,
--- 000005_idemgen_index_idempotency_keys_expires_at_idx.up.sql and
--- 000004_idemgen_index_idempotency_keys_expires_at_idx_timeouts.up.sql).
-
+-- Roll back: migrate down 3 rolls back
+-- 000006_idemgen_index_idempotency_keys_expires_at_idx_check (which sets the
+-- timeouts again), 000005_idemgen_index_idempotency_keys_expires_at_idx (which
+-- drops the index without blocking writes) and
+-- 000004_idemgen_index_idempotency_keys_expires_at_idx_timeouts (which resets
+-- the timeouts), in that order.
 
 -- A rollback drops the index without blocking writes.
--- lock_timeout and statement_timeout are set by the rollback of 000006_idemgen_index_idempotency_keys_expires_at_idx_check.up.sql.
+-- lock_timeout and statement_timeout are set by the rollback of 000006_idemgen_index_idempotency_keys_expires_at_idx_check, just before.
 -- squawk-ignore require-lock-timeout, require-statement-timeout
 DROP INDEX CONCURRENTLY IF EXISTS "idempotency_keys_expires_at_idx";

@@ -2,10 +2,10 @@
 --
 -- Checks that index idempotency_keys_expires_at_idx on idempotency_keys, built
 -- CONCURRENTLY by the previous migration
--- (000005_idemgen_index_idempotency_keys_expires_at_idx.up.sql), is valid, then
--- resets the session timeouts set before it. A failed concurrent build leaves
--- an INVALID index that IF NOT EXISTS would skip on a rerun; this check stops
--- the run instead. To repair: DROP INDEX CONCURRENTLY IF EXISTS
+-- (000005_idemgen_index_idempotency_keys_expires_at_idx), is valid, then resets
+-- the session timeouts set before it. A failed concurrent build leaves an
+-- INVALID index that IF NOT EXISTS would skip on a rerun; this check stops the
+-- run instead. To repair: DROP INDEX CONCURRENTLY IF EXISTS
 -- "idempotency_keys_expires_at_idx"; then migrate again.
 --
 -- Needed by: Payments.Charge, Payments.Refund.
@@ -13,8 +13,7 @@
 -- Roll back: migrate down 1 runs
 -- 000006_idemgen_index_idempotency_keys_expires_at_idx_check.down.sql, which
 -- sets the timeouts again for the rollback of
--- 000005_idemgen_index_idempotency_keys_expires_at_idx.up.sql.
-
+-- 000005_idemgen_index_idempotency_keys_expires_at_idx.
 
 -- Give up rather than queue behind a long-running lock. No statement_timeout: cancelling
 -- a concurrent build part-way only leaves an INVALID index behind.

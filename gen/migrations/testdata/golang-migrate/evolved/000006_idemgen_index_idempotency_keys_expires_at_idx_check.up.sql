@@ -2,10 +2,10 @@
 --
 -- Checks that index idempotency_keys_expires_at_idx on idempotency_keys, built
 -- CONCURRENTLY by the previous migration
--- (000005_idemgen_index_idempotency_keys_expires_at_idx.up.sql), is valid, then
--- resets the session timeouts set before it. A failed concurrent build leaves
--- an INVALID index that IF NOT EXISTS would skip on a rerun; this check stops
--- the run instead. To repair: DROP INDEX CONCURRENTLY IF EXISTS
+-- (000005_idemgen_index_idempotency_keys_expires_at_idx), is valid, then resets
+-- the session timeouts set before it. A failed concurrent build leaves an
+-- INVALID index that IF NOT EXISTS would skip on a rerun; this check stops the
+-- run instead. To repair: DROP INDEX CONCURRENTLY IF EXISTS
 -- "idempotency_keys_expires_at_idx"; then migrate again.
 --
 -- Needed by: Payments.Charge, Payments.Refund.
@@ -13,16 +13,15 @@
 -- Roll back: migrate down 1 runs
 -- 000006_idemgen_index_idempotency_keys_expires_at_idx_check.down.sql, which
 -- sets the timeouts again for the rollback of
--- 000005_idemgen_index_idempotency_keys_expires_at_idx.up.sql.
+-- 000005_idemgen_index_idempotency_keys_expires_at_idx.
 --
 -- idemgen: v=1 format=golang-migrate table=idempotency_keys
-
 
 -- Stop here if the build failed and left an INVALID index (see the header).
 DO $$
 BEGIN
     IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass('"idempotency_keys_expires_at_idx"') AND NOT indisvalid) THEN
-        RAISE EXCEPTION 'index %s is INVALID after a failed concurrent build: drop it with DROP INDEX CONCURRENTLY and run this migration again', '"idempotency_keys_expires_at_idx"';
+        RAISE EXCEPTION 'index % is INVALID after a failed concurrent build: drop it with DROP INDEX CONCURRENTLY and run this migration again', '"idempotency_keys_expires_at_idx"';
     END IF;
 END
 $$;

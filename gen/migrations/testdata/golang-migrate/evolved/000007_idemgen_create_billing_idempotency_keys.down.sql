@@ -37,7 +37,6 @@
 -- table and every stored response in it: a retry of a request made before the
 -- rollback runs the method again.
 
-
 BEGIN;
 
 -- Give up rather than queue behind a long-running lock and block the traffic behind it.

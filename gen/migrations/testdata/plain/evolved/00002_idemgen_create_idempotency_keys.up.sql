@@ -21,7 +21,6 @@
 --
 -- idemgen: v=1 format=plain table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,fence,created_at,expires_at storage=
 
-
 BEGIN;
 
 -- Give up rather than queue behind a long-running lock and block the traffic behind it.

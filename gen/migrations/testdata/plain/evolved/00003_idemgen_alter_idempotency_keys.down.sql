@@ -24,7 +24,6 @@
 -- ON_ERROR_STOP=1 -f), which drops the added columns, with their data, and
 -- restores the previous autovacuum settings.
 
-
 BEGIN;
 
 -- Give up rather than queue behind a long-running lock and block the traffic behind it.

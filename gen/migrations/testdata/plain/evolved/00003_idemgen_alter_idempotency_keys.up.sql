@@ -26,7 +26,6 @@
 --
 -- idemgen: v=1 format=plain table=idempotency_keys columns=steps,locked_until storage=autovacuum_analyze_scale_factor:0.02,autovacuum_vacuum_insert_scale_factor:0.01,autovacuum_vacuum_scale_factor:0.01
 
-
 BEGIN;
 
 -- Give up rather than queue behind a long-running lock and block the traffic behind it.

@@ -36,7 +36,6 @@
 -- -v ON_ERROR_STOP=1 -f), which drops the table and every stored response in
 -- it: a retry of a request made before the rollback runs the method again.
 
-
 BEGIN;
 
 -- Give up rather than queue behind a long-running lock and block the traffic behind it.

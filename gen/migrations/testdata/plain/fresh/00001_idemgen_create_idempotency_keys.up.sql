@@ -30,7 +30,6 @@
 --
 -- idemgen: v=1 format=plain table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,steps,fence,created_at,expires_at,locked_until indexes=expires_at_idx storage=autovacuum_analyze_scale_factor:0.02,autovacuum_vacuum_insert_scale_factor:0.01,autovacuum_vacuum_scale_factor:0.01
 
-
 BEGIN;
 
 -- Give up rather than queue behind a long-running lock and block the traffic behind it.
