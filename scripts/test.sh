@@ -1,17 +1,9 @@
 #!/usr/bin/env bash
-# test.sh runs every test of the project against a real PostgreSQL that the
-# tests start themselves (runtime/idemtest), after installing the two
-# command-line tools the migration tests drive (squawk and dbmate, pinned,
-# into .tools/). Extra arguments go to `go test`.
-#
-#   scripts/test.sh                 # everything, with the race detector
-#   scripts/test.sh -run Twins ./runtime/...
+# test.sh runs the project's tests: it installs the command-line tools the
+# migration tests use (scripts/install-tools.sh), then go test on every
+# package. Extra arguments go to go test, e.g. scripts/test.sh -run Golden.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-scripts/install-tools.sh >/dev/null
-export PATH="$root/.tools/bin:$PATH"
-if [ "$#" -eq 0 ]; then
-	set -- ./...
-fi
-exec go test -race -count=1 -timeout 20m "$@"
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+scripts/install-tools.sh
+go test -count=1 -timeout 30m ./... "$@"
