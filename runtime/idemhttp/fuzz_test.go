@@ -18,7 +18,7 @@ import (
 //	go test -run='^$' -fuzz=FuzzParseKey -fuzztime=20s -fuzzminimizetime=100x ./runtime/idemhttp/
 func FuzzParseKey(f *testing.F) {
 	for _, s := range []string{
-		"", " ", "abc", `"abc"`, `"a\"b\\c"`, `"abc`, `"abc\`, `"a\nb"`, `"abc";p=1`, `"a", "b"`,
+		"", " ", `"`, `""`, "abc", `"abc"`, `"a\"b\\c"`, `"abc`, `"abc\`, `"a\nb"`, `"abc";p=1`, `"a", "b"`,
 		"a\x00b", "\"a\x7fb\"", "k\xc3\xa9y", " \t\"x\"\t ", strings.Repeat("a", 256), `"` + strings.Repeat(`\\`, 128) + `"`,
 	} {
 		f.Add(s)

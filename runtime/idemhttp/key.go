@@ -66,6 +66,13 @@ func bounded(p idem.KeyPolicy) idem.KeyPolicy {
 // parseSFString parses v, which starts with a double quote, as an RFC 8941
 // sf-string (section 4.2.5) that must make up the whole value.
 func parseSFString(v string) (string, error) {
+	// Fast path: no escapes, the closing quote ends the value, and every byte
+	// is allowed. Anything else takes the loop below, which names the problem.
+	if len(v) >= 2 && v[len(v)-1] == '"' {
+		if inner := v[1 : len(v)-1]; !strings.ContainsAny(inner, `"\`) && printableASCII(inner) {
+			return inner, nil
+		}
+	}
 	var b strings.Builder
 	b.Grow(len(v))
 	for i := 1; i < len(v); i++ {
@@ -95,6 +102,17 @@ func parseSFString(v string) (string, error) {
 		}
 	}
 	return "", keyErr("the quoted string has no closing quote")
+}
+
+// printableASCII reports whether s holds only bytes 0x20–0x7e, the bytes an
+// sf-string may hold unescaped.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // hexByte renders a byte for a message without echoing it: 0x0a, not "\n".
