@@ -68,10 +68,14 @@ type server struct {
 	templates map[string]string
 }
 
-// shared is the server of this test binary. It is process-wide on purpose:
-// starting PostgreSQL takes about a second, so every test in the binary shares
-// one server and gets its own database on it. It is guarded by its mutex,
-// started lazily by the first New and stopped by Main.
+// shared is the server of this test binary. It is process-wide state on
+// purpose, the one exception to the project's no-globals rule: starting
+// PostgreSQL takes seconds, so every test in the binary shares one server and
+// gets its own database on it; the server must outlive any single test; and
+// generated tests cannot rely on a TestMain to own it, because the user's
+// package may already have its own. It is guarded by its mutex, started
+// lazily by the first New, and stopped by Main or, failing that, by the
+// kernel when the test binary exits.
 var shared struct {
 	mu      sync.Mutex
 	started bool
