@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/idemgen/idemgen/gen/migrations"
 )
 
 // Version identifies the generator's output format. It is mixed into the
@@ -38,10 +39,6 @@ type Config struct {
 	GoFile string
 	// Force disables that shortcut (-check, -debug-model).
 	Force bool
-	// Plan returns the migration files the package's migrations directory
-	// must hold (relative names), given the files it holds now. Nil
-	// generates no migrations.
-	Plan func(format, table string, methods []string, existing map[string][]byte) (map[string][]byte, error)
 }
 
 // Output is what a run produced.
@@ -76,7 +73,7 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 	if len(patterns) == 0 {
 		patterns = []string{"."}
 	}
-	pkgs, err := load(ctx, dir, patterns, cfg.Tags)
+	pkgs, err := load(ctx, dir, patterns, cfg.Tags, len(cfg.Patterns) == 0)
 	if err != nil {
 		return nil, err
 	}
@@ -136,9 +133,9 @@ func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
 	} else if src, err := os.ReadFile(filepath.Join(m.Dir, TestFile)); err == nil && isOurs(src) {
 		files[filepath.Join(m.Dir, TestFile)] = nil
 	}
-	if cfg.Plan != nil && m.MigrationsDir != "" {
+	if m.MigrationsDir != "" {
 		mdir := filepath.Join(m.Dir, filepath.FromSlash(m.MigrationsDir))
-		existing, err := readDir(mdir)
+		existing, err := migrations.ReadDir(os.DirFS(mdir), ".")
 		if err != nil {
 			return err
 		}
@@ -148,7 +145,7 @@ func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
 				methods = append(methods, meth.Key)
 			}
 		}
-		planned, err := cfg.Plan(m.MigrationFormat, m.Table, methods, existing)
+		planned, err := migrations.Plan(migrations.Config{Format: m.MigrationFormat, Table: m.Table, Methods: methods}, existing)
 		if err != nil {
 			return fmt.Errorf("plan migrations for %s: %w", m.Path, err)
 		}
@@ -176,29 +173,6 @@ func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
 		files[filepath.Join(m.Dir, filepath.FromSlash(rel))] = b
 	}
 	return nil
-}
-
-// readDir returns the regular files of dir by name; a missing dir is empty.
-func readDir(dir string) (map[string][]byte, error) {
-	out := map[string][]byte{}
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return out, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read migrations directory: %w", err)
-	}
-	for _, e := range ents {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("read migration: %w", err)
-		}
-		out[e.Name()] = b
-	}
-	return out, nil
 }
 
 const (
