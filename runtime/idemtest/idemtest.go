@@ -32,7 +32,7 @@ const (
 // IDEMGEN_TEST_DATABASE_URL's server).
 type DB struct {
 	Pool *pgxpool.Pool // connected to the fresh database; closed at test cleanup
-	URL  string        // connection string of the fresh database (for tools like goose/dbmate/psql)
+	URL  string        // connection string of the fresh database (for tools like goose/dbmate/psql); a postgres:// URL unless IDEMGEN_TEST_DATABASE_URL is in keyword/value form
 	Name string        // database name
 }
 
