@@ -87,7 +87,7 @@ func settle[R any](ctx context.Context, s *Store, m *Method[R], c call, r ledger
 			retry = max(r.lockedUntil.Sub(r.now), time.Second)
 		}
 		s.hook(ctx, s.cfg.hooks.InProgress, c.event())
-		return zero, &InProgressError{Method: c.method, Key: c.key, RetryAfter: retry.Round(time.Second)}
+		return zero, &InProgressError{Method: c.method, Key: c.key, RetryAfter: retry}
 	}
 	setReplayed(ctx, true)
 	s.hook(ctx, s.cfg.hooks.Replayed, c.event())

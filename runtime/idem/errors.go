@@ -60,7 +60,7 @@ func (e *MismatchError) Unwrap() error { return ErrMismatch }
 type InProgressError struct {
 	Method     string
 	Key        string
-	RetryAfter time.Duration // how long until the holder's lock expires (at least 1s)
+	RetryAfter time.Duration // time left on the holder's lock, at least 1s (not rounded: round up when sending it)
 }
 
 func (e *InProgressError) Error() string {
