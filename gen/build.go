@@ -6,7 +6,9 @@ import (
 	"go/token"
 	"go/types"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -134,8 +136,15 @@ func build(l *loaded) (*Package, ErrorList) {
 	e := &errs{}
 	p := l.pkg
 	if len(p.Errors) > 0 {
+		// Type errors say it best; the go command's own report repeats them.
+		kind := packages.TypeError
+		if !slices.ContainsFunc(p.Errors, func(pe packages.Error) bool { return pe.Kind == packages.TypeError }) {
+			kind = p.Errors[0].Kind
+		}
 		for _, pe := range p.Errors {
-			e.add(posOf(pe.Pos), "package %s does not type-check, so idemgen cannot read its methods: %s (fix the build first; idemgen ignores the files it wrote itself)", p.PkgPath, pe.Msg)
+			if pe.Kind == kind {
+				e.add(posOf(pe.Pos), "package %s does not type-check, so idemgen cannot read its methods: %s; fix the build first (idemgen ignores the files it wrote itself)", p.PkgPath, pe.Msg)
+			}
 		}
 		return nil, e.list
 	}
@@ -207,13 +216,30 @@ func build(l *loaded) (*Package, ErrorList) {
 	return m, nil
 }
 
+// posOf parses a go/packages position, "file:line:col" or "file:line".
 func posOf(s string) token.Position {
-	// go/packages positions are "file:line:col"; keep them as a file name so
-	// they print unchanged.
 	if s == "" || s == "-" {
 		return token.Position{}
 	}
-	return token.Position{Filename: s, Line: 0}
+	var pos token.Position
+	rest := s
+	nums := []*int{&pos.Column, &pos.Line}
+	if strings.Count(s, ":") == 1 {
+		nums = nums[1:]
+	}
+	for _, n := range nums {
+		i := strings.LastIndexByte(rest, ':')
+		if i < 0 {
+			return token.Position{Filename: s}
+		}
+		v, err := strconv.Atoi(rest[i+1:])
+		if err != nil {
+			return token.Position{Filename: s}
+		}
+		*n, rest = v, rest[:i]
+	}
+	pos.Filename = rest
+	return pos
 }
 
 // method checks one annotated method and returns its model, or nil.
@@ -297,7 +323,7 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		ok = false
 	case res.Len() == 2:
 		r := res.At(0)
-		if b.checkResponse(r.Type(), fset.Position(r.Pos()), "the response of "+m.Key, map[string]bool{}) {
+		if b.checkResponse(r.Type(), fset.Position(r.Pos()), "the response "+types.TypeString(r.Type(), types.RelativeTo(b.pkg)), map[string]bool{}) {
 			m.Result = b.render(r.Type())
 		} else {
 			ok = false

@@ -213,8 +213,8 @@ func (e *emitter) wrapperType(r *Receiver) jen.Code {
 		names = append(names, m.Name)
 	}
 	return comment(
-		fmt.Sprintf("%s wraps *%s so that %s run at most once per idempotency key", r.Wrapper, r.Name, strings.Join(names, ", ")),
-		"(idem.WithKey) within its scope (idem.WithScope); retries replay the stored response.",
+		fmt.Sprintf("%s wraps *%s: each of its methods (%s) runs at most once per idempotency key", r.Wrapper, r.Name, strings.Join(names, ", ")),
+		"(idem.WithKey) within its scope (idem.WithScope), and retries replay the stored response.",
 	).Line().Type().Id(r.Wrapper).Struct(
 		jen.Id("inner").Op("*").Id(r.Name),
 		jen.Id("store").Op("*").Qual(idemPath, "Store"),
@@ -383,15 +383,22 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 			}
 		}
 	}
-	doc := fmt.Sprintf("%s writes a %s into a fingerprint.", n.Helper, n.Type.Name)
+	doc := fmt.Sprintf("%s writes %s %s into a fingerprint.", n.Helper, article(n.Type.Name), n.Type.Name)
 	if n.Underlying.Kind == KindStruct {
-		doc = fmt.Sprintf("%s writes a %s into a fingerprint, field by field: %s.", n.Helper, n.Type.Name, orNone(hashed))
+		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, field by field: %s.", n.Helper, article(n.Type.Name), n.Type.Name, orNone(hashed))
 		if len(left) > 0 {
 			doc += fmt.Sprintf(" Left out (idem:\"-\"): %s.", strings.Join(left, ", "))
 		}
 	}
 	return comment(doc).Line().Func().Id(n.Helper).Params(jen.Id("f").Op("*").Qual(idemPath, "Fingerprinter"), jen.Id("v").Add(e.typ(n.Type))).
 		Block(e.fpValue(n.Underlying, jen.Id("v"), 0)...).Line()
+}
+
+func article(name string) string {
+	if name != "" && strings.ContainsRune("AEIOUaeiou", rune(name[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 func orNone(s []string) string {

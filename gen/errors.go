@@ -47,6 +47,9 @@ func (l ErrorList) Relative(dir string) ErrorList {
 				c.Pos.Filename = r
 			}
 		}
+		if dir != "" {
+			c.Msg = strings.ReplaceAll(c.Msg, dir+string(filepath.Separator), "")
+		}
 		if k := c.Error(); !seen[k] {
 			seen[k] = true
 			out = append(out, &c)

@@ -1,0 +1,151 @@
+package gen
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/txtar"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected files and stderr of the golden cases in testdata/golden")
+
+// repoRoot is the module root, for replace directives in temp modules.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	require.True(t, ok)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// tempModule writes files into a fresh module that uses this repository
+// (replace directive) with the repository's requirements and go.sum, so
+// nothing needs the network.
+func tempModule(t testing.TB, files map[string][]byte) string {
+	t.Helper()
+	root := repoRoot(t)
+	dir := t.TempDir()
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	require.NoError(t, err)
+	var reqs []string
+	for _, block := range regexp.MustCompile(`(?ms)^require (\(.*?^\)|[^\n]*)`).FindAllString(string(gomod), -1) {
+		reqs = append(reqs, block)
+	}
+	mod := "module example.com/golden\n\ngo 1.26.8\n\nrequire github.com/idemgen/idemgen v0.0.0\n\n" +
+		strings.Join(reqs, "\n\n") + "\n\nreplace github.com/idemgen/idemgen => " + root + "\n"
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	require.NoError(t, err)
+	files["go.mod"] = []byte(mod)
+	files["go.sum"] = sum
+	for name, b := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+	}
+	return dir
+}
+
+var hashRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
+
+// normalise hides what legitimately differs between machines: the stamp's
+// hashes cover go.mod (with this checkout's path) and the generator binary.
+func normalise(b []byte) []byte { return hashRE.ReplaceAll(b, []byte("sha256:HASH")) }
+
+// TestGolden runs every case in testdata/golden: a module's sources in, the
+// generated files (want/...) or the compiler-style errors (stderr) out.
+// go test ./gen -run TestGolden -update rewrites the expectations.
+func TestGolden(t *testing.T) {
+	cases, err := filepath.Glob(filepath.Join(repoRoot(t), "testdata", "golden", "*.txtar"))
+	require.NoError(t, err)
+	require.NotEmpty(t, cases)
+	for _, path := range cases {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txtar"), func(t *testing.T) {
+			ar, err := txtar.ParseFile(path)
+			require.NoError(t, err)
+			in := map[string][]byte{}
+			for _, f := range ar.Files {
+				if !strings.HasPrefix(f.Name, "want/") && f.Name != "stderr" {
+					in[f.Name] = f.Data
+				}
+			}
+			dir := tempModule(t, in)
+			out, err := Generate(context.Background(), Config{Dir: dir, Patterns: []string{"./..."}, Force: true})
+			got := map[string][]byte{}
+			var list ErrorList
+			switch {
+			case errors.As(err, &list):
+				got["stderr"] = []byte(list.Error() + "\n")
+			case err != nil:
+				t.Fatalf("Generate: %v", err)
+			default:
+				for p, b := range out.Files {
+					rel, err := filepath.Rel(dir, p)
+					require.NoError(t, err)
+					got["want/"+filepath.ToSlash(rel)] = normalise(b)
+				}
+			}
+			if *update {
+				var kept []txtar.File
+				for _, f := range ar.Files {
+					if !strings.HasPrefix(f.Name, "want/") && f.Name != "stderr" {
+						kept = append(kept, f)
+					}
+				}
+				names := make([]string, 0, len(got))
+				for n := range got {
+					names = append(names, n)
+				}
+				sort.Strings(names)
+				for _, n := range names {
+					require.False(t, txtar.NeedsQuote(got[n]), "%s holds a txtar file marker", n)
+					kept = append(kept, txtar.File{Name: n, Data: got[n]})
+				}
+				ar.Files = kept
+				require.NoError(t, os.WriteFile(path, txtar.Format(ar), 0o644))
+				return
+			}
+			want := map[string][]byte{}
+			for _, f := range ar.Files {
+				if strings.HasPrefix(f.Name, "want/") || f.Name == "stderr" {
+					want[f.Name] = f.Data
+				}
+			}
+			require.Equal(t, keys(want), keys(got), "generated file set (run with -update to accept)")
+			for n := range want {
+				require.Equal(t, string(want[n]), string(got[n]), "%s differs (run with -update to accept)", n)
+			}
+			if list == nil {
+				// The goldens must compile: build and vet them (vet
+				// type-checks the generated tests too) in the module.
+				for p, b := range out.Files {
+					require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+					require.NoError(t, os.WriteFile(p, b, 0o644))
+				}
+				for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
+					cmd := exec.Command("go", args...)
+					cmd.Dir = dir
+					outb, err := cmd.CombinedOutput()
+					require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), outb)
+				}
+			}
+		})
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
