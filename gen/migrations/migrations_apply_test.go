@@ -107,26 +107,10 @@ var tools = map[string]tool{
 			return nil
 		},
 	},
-	// Atlas itself is not installed (it ships no npm package); its files are
-	// applied the way atlas applies them: each file in one transaction,
-	// unless it says atlas:txmode none. Atlas plans rollbacks itself, so
-	// there is no down step. atlas.sum is checked in TestAtlasSum.
-	"atlas": {
-		up: func(t *testing.T, ctx context.Context, dbURL, dir string) error {
-			for _, f := range sqlFiles(t, dir, ".sql") {
-				b, err := os.ReadFile(f)
-				require.NoError(t, err)
-				args := []string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dbURL, "-f", f}
-				if !strings.Contains(string(b), "\n-- atlas:txmode none\n") {
-					args = append(args, "--single-transaction")
-				}
-				if err := runTool(ctx, psql(t), args...); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	},
+	// The atlas CLI ships no installable package here; its own migration
+	// library applies the files (see atlasUp). Atlas plans rollbacks itself
+	// (atlas migrate down), so there is no down step.
+	"atlas": {up: atlasUp},
 }
 
 func gooseProvider(t *testing.T, dbURL, dir string) *goose.Provider {

@@ -162,10 +162,7 @@ func (r *renderer) txWrap(stmts []stmt, first bool) []stmt {
 			return stmts
 		}
 		head := stmt{
-			Why: []string{
-				r.base("").Tool + " runs this migration in one transaction: it applies whole or not at all,",
-				"so a failed run can simply be run again. squawk cannot see that transaction.",
-			},
+			Why: []string{r.base("").Tool + " runs this migration in one transaction: it applies whole or not at all, so a failed run can simply be run again. squawk cannot see that transaction."},
 			SQL: "-- squawk-ignore-file prefer-robust-stmts",
 		}
 		return append([]stmt{head}, stmts...)
@@ -199,10 +196,7 @@ func (r *renderer) createStmts() (up, down []stmt) {
 	up = append(up, stmt{Why: []string{"Column comments, for operators reading \\d+ in psql."}, SQL: strings.Join(comments, "\n")})
 	for _, ix := range l.Indexes {
 		up = append(up, stmt{
-			Why: []string{
-				capitalize(ix.Comment) + ".",
-				"The table was created empty in this transaction: a plain build is instant and blocks no one.",
-			},
+			Why:    []string{capitalize(ix.Comment) + ". The table was created empty in this transaction: a plain build is instant and blocks no one."},
 			Ignore: r.ignoreInTx("require-concurrent-index-creation"),
 			SQL:    l.CreateIndexSQL(ix, false),
 		})
@@ -388,10 +382,7 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 	slug := r.slug("index", name)
 
 	set := stmt{
-		Why: []string{
-			"Give up rather than queue behind a long-running lock. No statement_timeout: cancelling",
-			"a concurrent build part-way only leaves an INVALID index behind.",
-		},
+		Why: []string{"Give up rather than queue behind a long-running lock. No statement_timeout: cancelling a concurrent build part-way only leaves an INVALID index behind."},
 		SQL: "SET lock_timeout = " + lock + ";\nSET statement_timeout = 0;",
 	}
 	reset := stmt{SQL: "RESET lock_timeout;\nRESET statement_timeout;"}

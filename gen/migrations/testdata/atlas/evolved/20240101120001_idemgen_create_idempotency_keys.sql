@@ -22,12 +22,12 @@
 --
 -- idemgen: v=1 format=atlas table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,fence,created_at,expires_at storage=
 
-
 -- Atlas runs this migration in one transaction: it applies whole or not at all,
 -- so a failed run can simply be run again. squawk cannot see that transaction.
 -- squawk-ignore-file prefer-robust-stmts
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 

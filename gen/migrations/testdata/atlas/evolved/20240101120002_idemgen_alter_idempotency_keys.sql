@@ -26,12 +26,12 @@
 --
 -- idemgen: v=1 format=atlas table=idempotency_keys columns=steps,locked_until storage=autovacuum_analyze_scale_factor:0.02,autovacuum_vacuum_insert_scale_factor:0.01,autovacuum_vacuum_scale_factor:0.01
 
-
 -- Atlas runs this migration in one transaction: it applies whole or not at all,
 -- so a failed run can simply be run again. squawk cannot see that transaction.
 -- squawk-ignore-file prefer-robust-stmts
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 

@@ -24,9 +24,8 @@
 -- idemgen: v=1 format=atlas table=idempotency_keys indexes=expires_at_idx
 -- atlas:txmode none
 
-
--- Give up rather than queue behind a long-running lock. No statement_timeout: cancelling
--- a concurrent build part-way only leaves an INVALID index behind.
+-- Give up rather than queue behind a long-running lock. No statement_timeout:
+-- cancelling a concurrent build part-way only leaves an INVALID index behind.
 SET lock_timeout = '5s';
 SET statement_timeout = 0;
 

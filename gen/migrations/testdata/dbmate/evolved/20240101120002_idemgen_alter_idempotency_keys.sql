@@ -28,11 +28,13 @@
 
 -- migrate:up
 
--- dbmate runs this migration in one transaction: it applies whole or not at all,
--- so a failed run can simply be run again. squawk cannot see that transaction.
+-- dbmate runs this migration in one transaction: it applies whole or not at
+-- all, so a failed run can simply be run again. squawk cannot see that
+-- transaction.
 -- squawk-ignore-file prefer-robust-stmts
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 
@@ -49,7 +51,8 @@ ALTER TABLE "idempotency_keys" SET (autovacuum_analyze_scale_factor = 0.02, auto
 
 -- migrate:down
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 

@@ -36,13 +36,17 @@
 -- migrate:up transaction:false
 
 -- Lets the sweeper find expired rows without scanning the table.
--- lock_timeout and statement_timeout are set by 20240101120003_idemgen_index_idempotency_keys_expires_at_idx_timeouts, just before.
+-- lock_timeout and statement_timeout are set by
+-- 20240101120003_idemgen_index_idempotency_keys_expires_at_idx_timeouts, just
+-- before.
 -- squawk-ignore require-lock-timeout, require-statement-timeout
 CREATE INDEX CONCURRENTLY IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" ("expires_at");
 
 -- migrate:down transaction:false
 
 -- A rollback drops the index without blocking writes.
--- lock_timeout and statement_timeout are set by the rollback of 20240101120005_idemgen_index_idempotency_keys_expires_at_idx_check, just before.
+-- lock_timeout and statement_timeout are set by the rollback of
+-- 20240101120005_idemgen_index_idempotency_keys_expires_at_idx_check, just
+-- before.
 -- squawk-ignore require-lock-timeout, require-statement-timeout
 DROP INDEX CONCURRENTLY IF EXISTS "idempotency_keys_expires_at_idx";

@@ -32,7 +32,7 @@ RESET statement_timeout;
 
 -- migrate:down
 
--- Give up rather than queue behind a long-running lock. No statement_timeout: cancelling
--- a concurrent build part-way only leaves an INVALID index behind.
+-- Give up rather than queue behind a long-running lock. No statement_timeout:
+-- cancelling a concurrent build part-way only leaves an INVALID index behind.
 SET lock_timeout = '5s';
 SET statement_timeout = 0;

@@ -40,11 +40,13 @@
 
 -- migrate:up
 
--- dbmate runs this migration in one transaction: it applies whole or not at all,
--- so a failed run can simply be run again. squawk cannot see that transaction.
+-- dbmate runs this migration in one transaction: it applies whole or not at
+-- all, so a failed run can simply be run again. squawk cannot see that
+-- transaction.
 -- squawk-ignore-file prefer-robust-stmts
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 
@@ -81,17 +83,20 @@ COMMENT ON COLUMN "billing"."idempotency_keys"."created_at" IS 'when the key was
 COMMENT ON COLUMN "billing"."idempotency_keys"."expires_at" IS 'end of the retention window; a later request with the key is new';
 COMMENT ON COLUMN "billing"."idempotency_keys"."locked_until" IS 'in-progress lock expiry (external mode); a retry after it takes over';
 
--- Lets the sweeper find expired rows without scanning the table.
--- The table was created empty in this transaction: a plain build is instant and blocks no one.
+-- Lets the sweeper find expired rows without scanning the table. The table was
+-- created empty in this transaction: a plain build is instant and blocks no
+-- one.
 -- squawk-ignore require-concurrent-index-creation
 CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "billing"."idempotency_keys" ("expires_at");
 
 -- migrate:down
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 
--- A rollback drops what the up migration created: the table, its indexes and its rows.
+-- A rollback drops what the up migration created: the table, its indexes and
+-- its rows.
 -- squawk-ignore ban-drop-table
 DROP TABLE IF EXISTS "billing"."idempotency_keys";

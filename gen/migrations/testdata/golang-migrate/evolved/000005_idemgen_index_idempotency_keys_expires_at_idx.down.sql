@@ -31,6 +31,7 @@
 -- the timeouts), in that order.
 
 -- A rollback drops the index without blocking writes.
--- lock_timeout and statement_timeout are set by the rollback of 000006_idemgen_index_idempotency_keys_expires_at_idx_check, just before.
+-- lock_timeout and statement_timeout are set by the rollback of
+-- 000006_idemgen_index_idempotency_keys_expires_at_idx_check, just before.
 -- squawk-ignore require-lock-timeout, require-statement-timeout
 DROP INDEX CONCURRENTLY IF EXISTS "idempotency_keys_expires_at_idx";

@@ -33,6 +33,7 @@
 -- idemgen: v=1 format=golang-migrate table=idempotency_keys indexes=expires_at_idx
 
 -- Lets the sweeper find expired rows without scanning the table.
--- lock_timeout and statement_timeout are set by 000004_idemgen_index_idempotency_keys_expires_at_idx_timeouts, just before.
+-- lock_timeout and statement_timeout are set by
+-- 000004_idemgen_index_idempotency_keys_expires_at_idx_timeouts, just before.
 -- squawk-ignore require-lock-timeout, require-statement-timeout
 CREATE INDEX CONCURRENTLY IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" ("expires_at");

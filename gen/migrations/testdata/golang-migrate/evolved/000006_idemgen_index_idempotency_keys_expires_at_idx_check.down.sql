@@ -15,7 +15,7 @@
 -- sets the timeouts again for the rollback of
 -- 000005_idemgen_index_idempotency_keys_expires_at_idx.
 
--- Give up rather than queue behind a long-running lock. No statement_timeout: cancelling
--- a concurrent build part-way only leaves an INVALID index behind.
+-- Give up rather than queue behind a long-running lock. No statement_timeout:
+-- cancelling a concurrent build part-way only leaves an INVALID index behind.
 SET lock_timeout = '5s';
 SET statement_timeout = 0;

@@ -31,11 +31,13 @@
 
 BEGIN;
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 
--- A rollback drops what the up migration created: the table, its indexes and its rows.
+-- A rollback drops what the up migration created: the table, its indexes and
+-- its rows.
 -- squawk-ignore ban-drop-table
 DROP TABLE IF EXISTS "idempotency_keys";
 

@@ -27,7 +27,8 @@
 -- so a failed run can simply be run again. squawk cannot see that transaction.
 -- squawk-ignore-file prefer-robust-stmts
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 
@@ -62,10 +63,12 @@ COMMENT ON COLUMN "idempotency_keys"."expires_at" IS 'end of the retention windo
 
 -- +goose Down
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 
--- A rollback drops what the up migration created: the table, its indexes and its rows.
+-- A rollback drops what the up migration created: the table, its indexes and
+-- its rows.
 -- squawk-ignore ban-drop-table
 DROP TABLE IF EXISTS "idempotency_keys";

@@ -31,7 +31,8 @@
 -- so a failed run can simply be run again. squawk cannot see that transaction.
 -- squawk-ignore-file prefer-robust-stmts
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 
@@ -48,7 +49,8 @@ ALTER TABLE "idempotency_keys" SET (autovacuum_analyze_scale_factor = 0.02, auto
 
 -- +goose Down
 
--- Give up rather than queue behind a long-running lock and block the traffic behind it.
+-- Give up rather than queue behind a long-running lock and block the traffic
+-- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 

@@ -25,8 +25,8 @@
 -- +goose NO TRANSACTION
 -- +goose Up
 
--- Give up rather than queue behind a long-running lock. No statement_timeout: cancelling
--- a concurrent build part-way only leaves an INVALID index behind.
+-- Give up rather than queue behind a long-running lock. No statement_timeout:
+-- cancelling a concurrent build part-way only leaves an INVALID index behind.
 SET lock_timeout = '5s';
 SET statement_timeout = 0;
 
@@ -49,8 +49,8 @@ RESET statement_timeout;
 
 -- +goose Down
 
--- Give up rather than queue behind a long-running lock. No statement_timeout: cancelling
--- a concurrent build part-way only leaves an INVALID index behind.
+-- Give up rather than queue behind a long-running lock. No statement_timeout:
+-- cancelling a concurrent build part-way only leaves an INVALID index behind.
 SET lock_timeout = '5s';
 SET statement_timeout = 0;
 

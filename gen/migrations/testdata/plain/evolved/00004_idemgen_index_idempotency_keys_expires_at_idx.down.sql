@@ -20,8 +20,8 @@
 -- Roll back: run 00004_idemgen_index_idempotency_keys_expires_at_idx.down.sql
 -- (psql -v ON_ERROR_STOP=1 -f), which drops the index without blocking writes.
 
--- Give up rather than queue behind a long-running lock. No statement_timeout: cancelling
--- a concurrent build part-way only leaves an INVALID index behind.
+-- Give up rather than queue behind a long-running lock. No statement_timeout:
+-- cancelling a concurrent build part-way only leaves an INVALID index behind.
 SET lock_timeout = '5s';
 SET statement_timeout = 0;
 

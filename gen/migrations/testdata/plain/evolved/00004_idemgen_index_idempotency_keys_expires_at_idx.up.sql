@@ -22,8 +22,8 @@
 --
 -- idemgen: v=1 format=plain table=idempotency_keys indexes=expires_at_idx
 
--- Give up rather than queue behind a long-running lock. No statement_timeout: cancelling
--- a concurrent build part-way only leaves an INVALID index behind.
+-- Give up rather than queue behind a long-running lock. No statement_timeout:
+-- cancelling a concurrent build part-way only leaves an INVALID index behind.
 SET lock_timeout = '5s';
 SET statement_timeout = 0;
 
