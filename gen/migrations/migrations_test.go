@@ -151,6 +151,11 @@ func TestPlanTwiceWritesNothingNew(t *testing.T) {
 			again, err := Plan(cfg, dir)
 			require.NoError(t, err)
 			assert.Equal(t, owned(dir), again, "a second run returns exactly the files already there")
+
+			cfg.Methods = []string{"Payments.Capture"}
+			again, err = Plan(cfg, dir)
+			require.NoError(t, err)
+			assert.Equal(t, owned(dir), again, "the methods only feed new headers; a change of methods alone writes nothing")
 		})
 	}
 }
@@ -323,4 +328,18 @@ func TestLockTimeoutIsConfigurable(t *testing.T) {
 	for _, b := range out {
 		assert.Contains(t, string(b), "SET LOCAL lock_timeout = '1500ms';")
 	}
+}
+
+func TestReadDir(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "00001_a.sql"), []byte("x"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "00002_b.sql"), []byte("y"), 0o644))
+	got, err := ReadDir(os.DirFS(dir), ".")
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]byte{"00001_a.sql": []byte("x")}, got, "regular files directly in the directory only")
+
+	got, err = ReadDir(os.DirFS(dir), "missing")
+	require.NoError(t, err)
+	assert.Empty(t, got, "a directory that does not exist yet reads as empty")
 }
