@@ -3,6 +3,7 @@ package gen
 import (
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -208,14 +209,33 @@ func generatorID() string {
 		}
 	}
 	if !released {
-		if exe, err := os.Executable(); err == nil {
-			if b, err := os.ReadFile(exe); err == nil {
-				sum := sha256.Sum256(b)
-				id += " exe:" + hex.EncodeToString(sum[:])
+		id += " exe:" + executableID()
+	}
+	return id
+}
+
+// executableID identifies the running binary: the Go build ID from its ELF
+// note (cheap to read, and it changes with the code), or else a hash of the
+// whole file.
+func executableID() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "unknown"
+	}
+	if f, err := elf.Open(exe); err == nil {
+		defer f.Close()
+		if sec := f.Section(".note.go.buildid"); sec != nil {
+			if b, err := sec.Data(); err == nil {
+				return hex.EncodeToString(b)
 			}
 		}
 	}
-	return id
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		return "unknown"
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // inputsHash hashes what the outputs are generated from without loading

@@ -8,51 +8,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/txtar"
+
+	"github.com/idemgen/idemgen/gen/internal/testmod"
 	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected files and stderr of the golden cases in testdata/golden")
-
-// repoRoot is the module root, for replace directives in temp modules.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	require.True(t, ok)
-	return filepath.Dir(filepath.Dir(file))
-}
-
-// tempModule writes files into a fresh module that uses this repository
-// (replace directive) with the repository's requirements and go.sum, so
-// nothing needs the network.
-func tempModule(t testing.TB, files map[string][]byte) string {
-	t.Helper()
-	root := repoRoot(t)
-	dir := t.TempDir()
-	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	require.NoError(t, err)
-	var reqs []string
-	for _, block := range regexp.MustCompile(`(?ms)^require (\(.*?^\)|[^\n]*)`).FindAllString(string(gomod), -1) {
-		reqs = append(reqs, block)
-	}
-	mod := "module example.com/golden\n\ngo 1.26.8\n\nrequire github.com/idemgen/idemgen v0.0.0\n\n" +
-		strings.Join(reqs, "\n\n") + "\n\nreplace github.com/idemgen/idemgen => " + root + "\n"
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	require.NoError(t, err)
-	files["go.mod"] = []byte(mod)
-	files["go.sum"] = sum
-	for name, b := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, b, 0o644))
-	}
-	return dir
-}
 
 var hashRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
 
@@ -64,7 +30,7 @@ func normalise(b []byte) []byte { return hashRE.ReplaceAll(b, []byte("sha256:HAS
 // generated files (want/...) or the compiler-style errors (stderr) out.
 // go test ./gen -run TestGolden -update rewrites the expectations.
 func TestGolden(t *testing.T) {
-	cases, err := filepath.Glob(filepath.Join(repoRoot(t), "testdata", "golden", "*.txtar"))
+	cases, err := filepath.Glob(filepath.Join(testmod.RepoRoot(t), "testdata", "golden", "*.txtar"))
 	require.NoError(t, err)
 	require.NotEmpty(t, cases)
 	for _, path := range cases {
@@ -77,7 +43,7 @@ func TestGolden(t *testing.T) {
 					in[f.Name] = f.Data
 				}
 			}
-			dir := tempModule(t, in)
+			dir := testmod.New(t, "golden", in)
 			out, err := Generate(context.Background(), Config{Dir: dir, Patterns: []string{"./..."}, Force: true})
 			got := map[string][]byte{}
 			var list ErrorList
@@ -124,6 +90,13 @@ func TestGolden(t *testing.T) {
 				require.Equal(t, string(want[n]), string(got[n]), "%s differs (run with -update to accept)", n)
 			}
 			if list == nil {
+				// Deterministic: a second run gives the same bytes.
+				again, err := Generate(context.Background(), Config{Dir: dir, Patterns: []string{"./..."}, Force: true})
+				require.NoError(t, err)
+				require.Equal(t, keys(out.Files), keys(again.Files))
+				for p := range out.Files {
+					require.Equal(t, string(out.Files[p]), string(again.Files[p]), "%s differs between two runs", p)
+				}
 				// The goldens must compile: build and vet them (vet
 				// type-checks the generated tests too) in the module.
 				for p, b := range out.Files {

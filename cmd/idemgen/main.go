@@ -154,6 +154,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if verbose {
+		fmt.Fprintf(stderr, "idemgen: loaded and type-checked %d package(s) in %d load(s)\n", len(out.Packages), out.Loads)
+	}
 	paths := make([]string, 0, len(out.Files))
 	for p := range out.Files {
 		paths = append(paths, p)

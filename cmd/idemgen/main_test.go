@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/txtar"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets the test binary act as idemgen: a symlink named idemgen to
+// it, put on PATH, is what //go:generate idemgen runs in the end-to-end test.
+func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == "idemgen" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// toolPath returns a PATH whose first entry holds idemgen (this binary).
+func toolPath(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	bin := t.TempDir()
+	require.NoError(t, os.Symlink(exe, filepath.Join(bin, "idemgen")))
+	return bin + string(os.PathListSeparator) + os.Getenv("PATH")
+}
+
+// loadModule reads a txtar of module files from testdata/e2e.
+func loadModule(t *testing.T, name string) map[string][]byte {
+	t.Helper()
+	ar, err := txtar.ParseFile(filepath.Join(repoRoot(t), "testdata", "e2e", name+".txtar"))
+	require.NoError(t, err)
+	files := map[string][]byte{}
+	for _, f := range ar.Files {
+		files[f.Name] = f.Data
+	}
+	return files
+}
+
+// result is a finished command.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func sh(t *testing.T, dir, path string, env []string, name string, args ...string) result {
+	t.Helper()
+	if name == "idemgen" { // exec.Command searches this process's PATH, not env's
+		name = filepath.Join(filepath.SplitList(path)[0], name)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+path)
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func mtimes(t *testing.T, paths ...string) []time.Time {
+	t.Helper()
+	var out []time.Time
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		out = append(out, fi.ModTime())
+	}
+	return out
+}
+
+// TestEndToEnd is the new user's path, in a fresh module outside the
+// repository: go generate, a second run that changes nothing, -check clean,
+// the generated and hand-written tests green against real PostgreSQL, a
+// changed request type caught by -check with a diff, and a bad annotation
+// reported at its position with exit status 1.
+func TestEndToEnd(t *testing.T) {
+	dir := newModule(t, "shop", loadModule(t, "shop"))
+	path := toolPath(t)
+	pkg := filepath.Join(dir, "payments")
+	outputs := []string{
+		filepath.Join(pkg, "idem_gen.go"),
+		filepath.Join(pkg, "idem_gen_test.go"),
+		filepath.Join(pkg, "migrations", "00001_idemgen_create_idempotency_keys.sql"),
+	}
+
+	r := sh(t, dir, path, nil, "go", "generate", "./...")
+	require.Equal(t, 0, r.code, "go generate: %s", r.stderr)
+	before := mtimes(t, outputs...)
+	first := map[string][]byte{}
+	for _, p := range outputs {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		first[p] = b
+	}
+
+	// A second run sees the stamp and touches nothing.
+	time.Sleep(10 * time.Millisecond)
+	r = sh(t, dir, path, nil, "go", "generate", "./...")
+	require.Equal(t, 0, r.code, "second go generate: %s", r.stderr)
+	assert.Equal(t, before, mtimes(t, outputs...), "a second go generate rewrote files")
+
+	r = sh(t, dir, path, nil, "idemgen", "-check", "./...")
+	require.Equal(t, 0, r.code, "idemgen -check after generate: %s%s", r.stdout, r.stderr)
+
+	// Deterministic: regenerating from scratch gives the same bytes.
+	for _, p := range outputs {
+		require.NoError(t, os.Remove(p))
+	}
+	r = sh(t, dir, path, nil, "idemgen", "./...")
+	require.Equal(t, 0, r.code, "idemgen ./...: %s", r.stderr)
+	for _, p := range outputs {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.Equal(t, string(first[p]), string(b), "%s differs between runs", p)
+	}
+
+	// The generated tests and the hand-written twin test, against a real
+	// PostgreSQL through the generated wrapper.
+	r = sh(t, dir, path, nil, "go", "vet", "./...")
+	require.Equal(t, 0, r.code, "go vet: %s", r.stderr)
+	r = sh(t, dir, path, nil, "go", "test", "-count=1", "-v", "./...")
+	require.Equal(t, 0, r.code, "go test in the generated module:\n%s%s", r.stdout, r.stderr)
+	for _, name := range []string{
+		"TestIdempotentPaymentsCharge/twins", "TestIdempotentPaymentsCharge/storm",
+		"TestIdempotentPaymentsCharge/same_key,_different_request", "TestIdempotentPaymentsCharge/expired_key",
+		"TestIdempotentPaymentsCharge/failing_body_leaves_no_claim",
+		"TestIdempotentPaymentsPayout/crash_mid-work,_then_takeover", "TestTwinsThroughWrapper",
+	} {
+		assert.Contains(t, r.stdout, "--- PASS: "+name, "generated test did not pass")
+	}
+
+	// Change the request type: -check fails with a diff and says what to do.
+	src := filepath.Join(pkg, "payments.go")
+	orig, err := os.ReadFile(src)
+	require.NoError(t, err)
+	changed := strings.Replace(string(orig), "\tAmount  int64\n\tMemo", "\tAmount  int64\n\tNote    string\n\tMemo", 1)
+	require.NotEqual(t, string(orig), changed)
+	require.NoError(t, os.WriteFile(src, []byte(changed), 0o644))
+	r = sh(t, dir, path, nil, "idemgen", "-check", "./...")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stdout, "--- a/payments/idem_gen.go\n+++ b/payments/idem_gen.go\n")
+	assert.Contains(t, r.stdout, "+\tf.Field(\"Note\")\n")
+	assert.Contains(t, r.stderr, "run go generate")
+	require.NoError(t, os.WriteFile(src, orig, 0o644))
+
+	// A hand edit is caught too.
+	gofile := outputs[0]
+	require.NoError(t, os.WriteFile(gofile, append(first[gofile], []byte("\n// edited\n")...), 0o644))
+	r = sh(t, dir, path, nil, "idemgen", "-check", "./...")
+	assert.Equal(t, 1, r.code, "a hand-edited output must fail -check")
+	require.NoError(t, os.WriteFile(gofile, first[gofile], 0o644))
+
+	// A directive that is not on a method: file:line:col and exit status 1.
+	bad := filepath.Join(pkg, "bad.go")
+	require.NoError(t, os.WriteFile(bad, []byte("package payments\n\n//go:generate idemgen\nfunc Loose() {}\n"), 0o644))
+	r = sh(t, pkg, path, []string{"GOFILE=bad.go", "GOLINE=3", "GOPACKAGE=payments"}, "idemgen")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "bad.go:3:1: this idemgen directive is not attached to a method")
+	r = sh(t, dir, path, nil, "go", "generate", "./...")
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.stderr, "bad.go:3:1: this idemgen directive is not attached to a method")
+}
+
+// TestUsage checks the exit status of misuse.
+func TestUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	t.Setenv("GOFILE", "")
+	assert.Equal(t, 2, run(context.Background(), nil, &out, &errb), "no packages")
+	assert.Contains(t, errb.String(), "go tool idemgen")
+	errb.Reset()
+	assert.Equal(t, 2, run(context.Background(), []string{"-retention=1h", "./..."}, &out, &errb), "directive flag on a package run")
+	assert.Contains(t, errb.String(), "belongs in a //go:generate idemgen directive")
+	errb.Reset()
+	assert.Equal(t, 2, run(context.Background(), []string{"-nope", "./..."}, &out, &errb))
+	t.Setenv("GOFILE", "x.go")
+	t.Setenv("GOLINE", "7")
+	errb.Reset()
+	assert.Equal(t, 2, run(context.Background(), []string{"-retention=soon"}, &out, &errb))
+	assert.Contains(t, errb.String(), "x.go:7: -retention=soon: want a positive duration")
+}
