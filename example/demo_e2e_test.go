@@ -1,0 +1,63 @@
+package example_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/example/cmd/demo/scenario"
+	"github.com/idemgen/idemgen/runtime/idemtest"
+)
+
+// TestDemo runs the scenario of go run ./example/cmd/demo against a fresh
+// database (the goose migrations included) and checks its counts, then
+// counts the rows again itself.
+func TestDemo(t *testing.T) {
+	db := idemtest.New(t, idemtest.WithoutLedger())
+	var out bytes.Buffer
+	res, err := scenario.Run(t.Context(), &out, db.URL, scenario.Options{})
+	t.Log("demo output:\n" + out.String())
+	require.NoError(t, err)
+
+	// Step 1: the first response is lost, the retry replays it.
+	assert.Equal(t, 2, res.ChargeAttempts, "charge attempts")
+	assert.Equal(t, 1, res.LostResponses, "lost responses")
+	assert.True(t, res.ChargeReplayed, "the retry carries Idempotent-Replayed: true")
+	assert.True(t, res.BodiesIdentical, "the retry's body is the lost one")
+	assert.Equal(t, 1, res.Payments, "payments")
+	assert.Equal(t, 2, res.LedgerEntries, "ledger entries of the payment")
+	assert.Equal(t, 1, res.ChargeKeyRows, "idempotency_keys rows of the charge's key")
+	// Step 2: the reused key with another amount.
+	assert.Equal(t, 422, res.MismatchStatus)
+	// Step 3: the twin of a slow payout.
+	assert.Equal(t, 409, res.TwinStatus)
+	assert.NotEmpty(t, res.TwinRetryAfter, "Retry-After")
+	assert.Equal(t, 201, res.PayoutStatus)
+	assert.True(t, res.PayoutReplayed, "the twin's retry replays the payout")
+	assert.Equal(t, 1, res.BankCalls, "transfer requests at the bank")
+	assert.Equal(t, 1, res.BankTransfers, "transfers at the bank")
+	assert.Equal(t, 1, res.Payouts, "payouts")
+	// Step 4: the declined card.
+	assert.Equal(t, 402, res.DeclineStatus)
+	assert.Equal(t, 402, res.DeclineRetryStatus)
+	assert.True(t, res.DeclineReplayed, "the decline is replayed")
+	assert.Equal(t, 16, res.Checks, "checks that held")
+
+	// The database, counted independently of the scenario.
+	count := func(query string) int {
+		t.Helper()
+		var n int
+		require.NoError(t, db.Pool.QueryRow(t.Context(), query).Scan(&n), query)
+		return n
+	}
+	assert.Equal(t, 1, count(`SELECT count(*) FROM payments`), "payments")
+	assert.Equal(t, 2, count(`SELECT count(*) FROM ledger_entries`), "ledger entries")
+	assert.Equal(t, 1, count(`SELECT count(*) FROM payouts WHERE status = 'paid'`), "paid payouts")
+	assert.Equal(t, 2, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'Payments.Charge' AND status = 'done'`),
+		"charge keys: the successful charge and the stored decline")
+	assert.Equal(t, 1, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'Payments.Payout' AND status = 'done'`), "payout keys")
+	assert.Equal(t, 3, count(`SELECT count(*) FROM idempotency_keys`), "ledger rows")
+	assert.Equal(t, 2, count(`SELECT count(*) FROM goose_db_version WHERE version_id > 0`), "goose migrations applied")
+}
