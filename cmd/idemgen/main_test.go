@@ -52,7 +52,7 @@ type result struct {
 	stdout, stderr string
 }
 
-func sh(t *testing.T, dir, path string, env []string, name string, args ...string) result {
+func sh(t testing.TB, dir, path string, env []string, name string, args ...string) result {
 	t.Helper()
 	if name == "idemgen" { // exec.Command searches this process's PATH, not env's
 		name = filepath.Join(filepath.SplitList(path)[0], name)
