@@ -39,6 +39,10 @@ import (
 	"github.com/idemgen/idemgen/example/cmd/demo/scenario"
 )
 
+// defaultAddr is where -serve listens unless -addr says otherwise; the
+// README's curl examples use it.
+const defaultAddr = "127.0.0.1:8080"
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -48,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	serve := fl.Bool("serve", false, "serve the API until interrupted instead of playing the demo")
-	addr := fl.String("addr", "127.0.0.1:8080", "listen address of the API with -serve")
+	addr := fl.String("addr", defaultAddr, "listen address of the API with -serve")
 	bankDelay := fl.Duration("bank-delay", scenario.DefaultBankDelay, "how long each transfer at the fake bank takes")
 	if err := fl.Parse(args); err != nil {
 		return 2
@@ -115,7 +119,8 @@ func demo(ctx context.Context, stdout, stderr io.Writer, serve bool, addr string
 	}
 	fmt.Fprintf(stdout, "\nThe example payments API is serving on %s (bank transfers take %s).\n", env.APIURL, env.BankDelay)
 	fmt.Fprintf(stdout, "Try it (the README's section \"HTTP API by hand (curl)\"):\n\n")
-	fmt.Fprintf(stdout, "  curl -i %s/v1/charges -H 'Authorization: Bearer acct_42' -H 'Idempotency-Key: \"order-1042\"' \\\n", env.APIURL)
+	fmt.Fprintf(stdout, "  curl -i %s/v1/charges \\\n", env.APIURL)
+	fmt.Fprintf(stdout, "    -H 'Authorization: Bearer acct_42' -H 'Idempotency-Key: \"order-1042\"' -H 'Content-Type: application/json' \\\n")
 	fmt.Fprintf(stdout, "    -d '{\"amount_cents\":1250,\"currency\":\"EUR\",\"card\":{\"number\":\"4242424242424242\",\"exp_month\":12,\"exp_year\":2030},\"description\":\"order 1042\"}'\n\n")
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 	<-ctx.Done()

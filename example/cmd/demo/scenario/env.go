@@ -37,6 +37,11 @@ type Options struct {
 	BankDelay time.Duration
 	// Log receives the API's and the ledger's logs; nil discards them.
 	Log *slog.Logger
+
+	// api builds the HTTP API; nil means example.NewAPI over the
+	// idempotent service. Tests replace it to prove the scenario fails when
+	// idempotency is missing.
+	api func(svc *example.IdempotentPayments, inner *example.Payments, pool *pgxpool.Pool, log *slog.Logger) http.Handler
 }
 
 // Env is the example service running on one database: migrations applied,
@@ -98,12 +103,17 @@ func Start(ctx context.Context, dbURL string, opts Options) (_ *Env, err error) 
 	if e.BankURL, err = e.serve("127.0.0.1:0", e.Bank); err != nil {
 		return nil, fmt.Errorf("start the bank: %w", err)
 	}
-	svc := example.NewIdempotentPayments(example.NewPayments(e.Pool, &example.Bank{BaseURL: e.BankURL}), store)
+	inner := example.NewPayments(e.Pool, &example.Bank{BaseURL: e.BankURL})
+	svc := example.NewIdempotentPayments(inner, store)
+	api := example.NewAPI(svc, log)
+	if opts.api != nil {
+		api = opts.api(svc, inner, e.Pool, log)
+	}
 	addr := opts.Addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	if e.APIURL, err = e.serve(addr, example.NewAPI(svc, log)); err != nil {
+	if e.APIURL, err = e.serve(addr, api); err != nil {
 		return nil, fmt.Errorf("start the API: %w", err)
 	}
 	return e, nil

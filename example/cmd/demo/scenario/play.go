@@ -122,8 +122,8 @@ func (p *player) check(ok bool, format string, args ...any) error {
 	return nil
 }
 
-// count runs a count(*) query.
-func (p *player) count(ctx context.Context, query string, args ...any) (int, error) {
+// countRows runs a count(*) query.
+func (p *player) countRows(ctx context.Context, query string, args ...any) (int, error) {
 	var n int
 	if err := p.env.Pool.QueryRow(ctx, query, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count: %w", err)
@@ -190,13 +190,13 @@ func (p *player) lostResponse(ctx context.Context) error {
 		return fmt.Errorf("decode the receipt: %w", err)
 	}
 	var err error
-	if p.res.Payments, err = p.count(ctx, `SELECT count(*) FROM payments WHERE account = $1`, p.res.Account); err != nil {
+	if p.res.Payments, err = p.countRows(ctx, `SELECT count(*) FROM payments WHERE account = $1`, p.res.Account); err != nil {
 		return err
 	}
-	if p.res.LedgerEntries, err = p.count(ctx, `SELECT count(*) FROM ledger_entries WHERE payment_id = $1`, receipt.PaymentID); err != nil {
+	if p.res.LedgerEntries, err = p.countRows(ctx, `SELECT count(*) FROM ledger_entries WHERE payment_id = $1`, receipt.PaymentID); err != nil {
 		return err
 	}
-	if p.res.ChargeKeyRows, err = p.count(ctx, `SELECT count(*) FROM idempotency_keys WHERE scope = $1 AND method = 'Payments.Charge' AND key = $2`,
+	if p.res.ChargeKeyRows, err = p.countRows(ctx, `SELECT count(*) FROM idempotency_keys WHERE scope = $1 AND method = 'Payments.Charge' AND key = $2`,
 		p.res.Account, key); err != nil {
 		return err
 	}
@@ -204,9 +204,9 @@ func (p *player) lostResponse(ctx context.Context) error {
 		p.check(p.res.LostResponses == 1 && p.res.ChargeAttempts == 2, "%d attempts, the first response lost (want 2 attempts, 1 lost)", p.res.ChargeAttempts),
 		p.check(final.Status == http.StatusCreated && p.res.ChargeReplayed, "the retry got 201 Created with Idempotent-Replayed: true"),
 		p.check(p.res.BodiesIdentical, "the retry's response is the lost one, byte for byte"),
-		p.check(p.res.Payments == 1, "%d payment in the database for %s (want 1: the card was charged once)", p.res.Payments, p.res.Account),
-		p.check(p.res.LedgerEntries == 2, "%d ledger entries for payment %d (want 2: card debit, merchant credit)", p.res.LedgerEntries, receipt.PaymentID),
-		p.check(p.res.ChargeKeyRows == 1, "%d idempotency_keys row for the key (want 1)", p.res.ChargeKeyRows),
+		p.check(p.res.Payments == 1, "%s in the database for %s (want 1: the card was charged once)", count(p.res.Payments, "payment"), p.res.Account),
+		p.check(p.res.LedgerEntries == 2, "%s for payment %d (want 2: card debit, merchant credit)", count(p.res.LedgerEntries, "ledger entry", "ledger entries"), receipt.PaymentID),
+		p.check(p.res.ChargeKeyRows == 1, "%s for the key (want 1)", count(p.res.ChargeKeyRows, "idempotency_keys row")),
 	)
 }
 
@@ -222,14 +222,14 @@ func (p *player) reusedKey(ctx context.Context) error {
 	p.res.MismatchStatus = r.Status
 	p.printf("   POST /v1/charges  → %s\n", r)
 	p.printf("     %s\n", r.body())
-	payments, err := p.count(ctx, `SELECT count(*) FROM payments WHERE account = $1`, p.res.Account)
+	payments, err := p.countRows(ctx, `SELECT count(*) FROM payments WHERE account = $1`, p.res.Account)
 	if err != nil {
 		return err
 	}
 	return errors.Join(
 		p.check(r.Status == http.StatusUnprocessableEntity && strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json"),
 			"refused with 422 and a problem document: one key names one request"),
-		p.check(payments == p.res.Payments, "still %d payment for %s (want %d)", payments, p.res.Account, p.res.Payments),
+		p.check(payments == p.res.Payments, "still %s for %s (want %d)", count(payments, "payment"), p.res.Account, p.res.Payments),
 	)
 }
 
@@ -299,15 +299,15 @@ func (p *player) slowPayout(ctx context.Context) error {
 	p.printf("   request B, retried → %s\n     %s\n", again, again.body())
 	p.res.PayoutReplayed = again.replayed() && bytes.Equal(again.Body, a.r.Body)
 	p.res.BankCalls, p.res.BankTransfers = p.env.Bank.Calls(), p.env.Bank.Transfers()
-	if p.res.Payouts, err = p.count(ctx, `SELECT count(*) FROM payouts WHERE account = $1`, p.res.Account); err != nil {
+	if p.res.Payouts, err = p.countRows(ctx, `SELECT count(*) FROM payouts WHERE account = $1`, p.res.Account); err != nil {
 		return err
 	}
 	return errors.Join(
 		p.check(a.r.Status == http.StatusCreated, "the payout succeeded (201 Created)"),
 		p.check(p.res.PayoutReplayed, "B's retry replayed A's response (Idempotent-Replayed: true, same body)"),
 		p.check(p.res.BankCalls == 1 && p.res.BankTransfers == 1,
-			"the bank got %d transfer request and executed %d transfer (want 1 and 1)", p.res.BankCalls, p.res.BankTransfers),
-		p.check(p.res.Payouts == 1, "%d payout in the database for %s (want 1)", p.res.Payouts, p.res.Account),
+			"the bank got %s and executed %s (want 1 and 1)", count(p.res.BankCalls, "transfer request"), count(p.res.BankTransfers, "transfer")),
+		p.check(p.res.Payouts == 1, "%s in the database for %s (want 1)", count(p.res.Payouts, "payout"), p.res.Account),
 	)
 }
 
@@ -360,7 +360,7 @@ func (p *player) declinedCard(ctx context.Context) error {
 	}
 	p.printf("   attempt 2  POST /v1/charges  → %s\n", r2)
 	p.res.DeclineStatus, p.res.DeclineRetryStatus, p.res.DeclineReplayed = r1.Status, r2.Status, r2.replayed()
-	payments, err := p.count(ctx, `SELECT count(*) FROM payments WHERE account = $1`, p.res.Account)
+	payments, err := p.countRows(ctx, `SELECT count(*) FROM payments WHERE account = $1`, p.res.Account)
 	if err != nil {
 		return err
 	}
@@ -368,8 +368,20 @@ func (p *player) declinedCard(ctx context.Context) error {
 		p.check(r1.Status == http.StatusPaymentRequired, "the card was declined (402 Payment Required)"),
 		p.check(r2.Status == http.StatusPaymentRequired && p.res.DeclineReplayed && bytes.Equal(r1.Body, r2.Body),
 			"the retry replayed the decline (402, Idempotent-Replayed: true, same body): a final error is an answer"),
-		p.check(payments == p.res.Payments, "still %d payment for %s (want %d)", payments, p.res.Account, p.res.Payments),
+		p.check(payments == p.res.Payments, "still %s for %s (want %d)", count(payments, "payment"), p.res.Account, p.res.Payments),
 	)
+}
+
+// count writes n and a noun, plural unless n is 1: count(2, "payment") is
+// "2 payments"; an irregular plural comes second.
+func count(n int, noun string, plural ...string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if len(plural) > 0 {
+		return fmt.Sprintf("%d %s", n, plural[0])
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // rootCause returns the innermost error, e.g. "EOF" for a dropped connection.
