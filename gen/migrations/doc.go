@@ -35,10 +35,17 @@
 // # sqlc
 //
 // sqlc reads the schema from the same directory: point the schema of your
-// sqlc.yaml at it (schema: "migrations"). sqlc understands the goose,
-// golang-migrate, tern, dbmate and Atlas layouts and skips the down parts
-// (goose Down sections, *.down.sql files, the part of a tern file below its
-// separator, dbmate migrate:down sections), so the ledger table appears in
-// its catalog with the columns the runtime uses. With the plain format, list
-// the *.up.sql files, or rely on sqlc skipping *.down.sql.
+// sqlc.yaml at it,
+//
+//	sql:
+//	  - engine: postgresql
+//	    schema: migrations
+//	    queries: query.sql
+//
+// sqlc understands every layout written here and skips the down parts (goose
+// Down sections, *.down.sql files of golang-migrate and plain, the part of a
+// tern file below its separator, dbmate migrate:down sections), so the
+// ledger table appears in its catalog with every column, added columns
+// included. Checked by hand with sqlc v1.31.1 generate on each format's
+// testdata/<format>/evolved directory.
 package migrations
