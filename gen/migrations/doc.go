@@ -46,6 +46,6 @@
 // Down sections, *.down.sql files of golang-migrate and plain, the part of a
 // tern file below its separator, dbmate migrate:down sections), so the
 // ledger table appears in its catalog with every column, added columns
-// included. Checked by hand with sqlc v1.31.1 generate on each format's
-// testdata/<format>/evolved directory.
+// included. Checked by hand with sqlc v1.31.1 (sqlc generate) on each
+// format's evolved test scenario, the user's own migrations included.
 package migrations

@@ -16,8 +16,10 @@ import (
 	"github.com/idemgen/idemgen/templates"
 )
 
-// Formats lists the supported migration formats; the first is the default.
-var Formats = []string{"goose", "golang-migrate", "tern", "dbmate", "atlas", "plain"}
+// Formats returns the supported migration formats; the first is the default.
+func Formats() []string {
+	return []string{"goose", "golang-migrate", "tern", "dbmate", "atlas", "plain"}
+}
 
 // DefaultFormat is the format used when Config.Format is empty.
 const DefaultFormat = "goose"
@@ -60,8 +62,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Format == "" {
 		c.Format = DefaultFormat
 	}
-	if !slices.Contains(Formats, c.Format) {
-		return c, fmt.Errorf("unknown migration format %q: use one of %s", c.Format, strings.Join(Formats, ", "))
+	if !slices.Contains(Formats(), c.Format) {
+		return c, fmt.Errorf("unknown migration format %q: use one of %s", c.Format, strings.Join(Formats(), ", "))
 	}
 	if c.Table == "" {
 		c.Table = idem.DefaultTable

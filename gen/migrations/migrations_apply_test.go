@@ -214,7 +214,7 @@ func runTool(ctx context.Context, bin string, args ...string) error {
 // scenario asks for exists with its primary key, its columns, its expires_at
 // index (valid) and its storage settings, and idem.Atomic runs against it.
 func TestToolsApplyMigrations(t *testing.T) {
-	for _, format := range Formats {
+	for _, format := range Formats() {
 		for _, scenario := range []string{"fresh", "evolved"} {
 			t.Run(format+"/"+scenario, func(t *testing.T) {
 				ctx := context.Background()
@@ -413,7 +413,7 @@ VALUES ('s', 'm', 'a', '\x00', 'done', '2000-01-01'), ('s', 'm', 'b', '\x00', 'd
 // golang-migrate and dbmate this proves that the settings migration before
 // the lone build runs on the same connection.
 func TestLockTimeoutReachesTheConcurrentBuild(t *testing.T) {
-	for _, format := range Formats {
+	for _, format := range Formats() {
 		t.Run(format, func(t *testing.T) {
 			ctx := context.Background()
 			cfg := mustDefaults(t, cfgFor(format))

@@ -51,7 +51,7 @@ func squawk(t *testing.T, files ...string) []squawkFinding {
 // the reason.
 func TestSquawkFindsNothing(t *testing.T) {
 	var files []string
-	for _, format := range Formats {
+	for _, format := range Formats() {
 		for name, dir := range scenarios(t, format) {
 			written := writeDir(t, owned(dir))
 			for n := range owned(dir) {

@@ -118,7 +118,7 @@ func owned(dir map[string][]byte) map[string][]byte {
 }
 
 func TestGolden(t *testing.T) {
-	for _, format := range Formats {
+	for _, format := range Formats() {
 		for name, dir := range scenarios(t, format) {
 			t.Run(format+"/"+name, func(t *testing.T) {
 				golden := filepath.Join("testdata", format, name)
@@ -143,7 +143,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestPlanTwiceWritesNothingNew(t *testing.T) {
-	for _, format := range Formats {
+	for _, format := range Formats() {
 		t.Run(format, func(t *testing.T) {
 			dir := scenarios(t, format)["evolved"]
 			cfg := cfgFor(format)
@@ -161,7 +161,7 @@ func TestPlanTwiceWritesNothingNew(t *testing.T) {
 }
 
 func TestChangingTableAddsExactlyOneMigration(t *testing.T) {
-	for _, format := range Formats {
+	for _, format := range Formats() {
 		t.Run(format, func(t *testing.T) {
 			dir, err := Plan(cfgFor(format), userFiles(format))
 			require.NoError(t, err)
@@ -205,7 +205,7 @@ func TestNumbersFollowTheUsersMigrations(t *testing.T) {
 		"atlas":          {"20240101120001_idemgen_create_idempotency_keys.sql", AtlasSumFile},
 		"plain":          {"00002_idemgen_create_idempotency_keys.down.sql", "00002_idemgen_create_idempotency_keys.up.sql"},
 	}
-	for _, format := range Formats {
+	for _, format := range Formats() {
 		t.Run(format, func(t *testing.T) {
 			out, err := Plan(cfgFor(format), userFiles(format))
 			require.NoError(t, err)
@@ -263,7 +263,7 @@ func boolInt(b bool) int {
 }
 
 func TestHeaders(t *testing.T) {
-	for _, format := range Formats {
+	for _, format := range Formats() {
 		t.Run(format, func(t *testing.T) {
 			for n, b := range owned(scenarios(t, format)["evolved"]) {
 				if n == AtlasSumFile {

@@ -83,9 +83,15 @@ func toolTx(format string) bool {
 	return false
 }
 
-var toolNames = map[string]string{
-	"goose": "goose", "golang-migrate": "golang-migrate", "tern": "tern",
-	"dbmate": "dbmate", "atlas": "Atlas", "plain": "psql",
+// toolName is the display name of a format's tool.
+func toolName(format string) string {
+	switch format {
+	case "atlas":
+		return "Atlas"
+	case "plain":
+		return "psql"
+	}
+	return format
 }
 
 // loneStatement reports whether the tool runs a migration without a
@@ -133,7 +139,7 @@ func (r *renderer) base(kind string) fileData {
 		methods = []string{"(no method yet)"}
 	}
 	return fileData{
-		Tool:        toolNames[r.cfg.Format],
+		Tool:        toolName(r.cfg.Format),
 		Kind:        kind,
 		Table:       l.Table.String(),
 		TableQuoted: l.Table.Quoted(),
