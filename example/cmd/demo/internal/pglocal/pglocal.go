@@ -100,7 +100,7 @@ func Start(ctx context.Context) (_ *Server, err error) {
 		"-D", data, "--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C")
 	initdb.Dir = dir
 	initdb.Env = childEnv()
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	initdb.SysProcAttr = procAttr(cred, syscall.SIGKILL)
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%s failed: %w\n%s", initdb, err, out)
 	}
@@ -123,10 +123,11 @@ func Start(ctx context.Context) (_ *Server, err error) {
 }
 
 // launch starts the postmaster from a goroutine locked to its OS thread for
-// as long as the postmaster runs: Pdeathsig fires when the thread that started
-// the child exits, and an unlocked thread could be retired by the Go runtime
-// while the server is in use. The signal (SIGQUIT, PostgreSQL's immediate
-// shutdown) still stops the server if the demo dies, even by SIGKILL.
+// as long as the postmaster runs: on Linux the parent-death signal fires when
+// the thread that started the child exits, and an unlocked thread could be
+// retired by the Go runtime while the server is in use. The signal (SIGQUIT,
+// PostgreSQL's immediate shutdown) still stops the server if the demo dies,
+// even by SIGKILL.
 func (s *Server) launch(data, sock string, cred *syscall.Credential) error {
 	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -145,7 +146,7 @@ func (s *Server) launch(data, sock string, cred *syscall.Credential) error {
 	cmd.Dir = s.Dir
 	cmd.Env = childEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
+	cmd.SysProcAttr = procAttr(cred, syscall.SIGQUIT)
 
 	started := make(chan error, 1)
 	go func() {
