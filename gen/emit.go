@@ -413,7 +413,7 @@ func orNone(s []string) string {
 //
 //	var _ = struct{ Amount int64; Currency string }(ChargeRequest{})
 func (e *emitter) structGuard(n *Named) jen.Code {
-	if n.Underlying.Kind != KindStruct || n.Type.PkgPath != e.m.Path {
+	if n.Underlying.Kind != KindStruct {
 		return nil
 	}
 	for _, fl := range n.Underlying.Fields {

@@ -14,6 +14,7 @@ type Error struct {
 	Msg string
 }
 
+// Error prints the problem compiler-style: file:line:col: message.
 func (e *Error) Error() string {
 	if !e.Pos.IsValid() {
 		return e.Msg
@@ -24,6 +25,7 @@ func (e *Error) Error() string {
 // ErrorList is every problem found in a run, sorted by position.
 type ErrorList []*Error
 
+// Error prints one problem per line.
 func (l ErrorList) Error() string {
 	var b strings.Builder
 	for i, e := range l {

@@ -3,13 +3,16 @@ package gen
 import (
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
+	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/idemgen/idemgen/gen/migrations"
@@ -103,7 +106,7 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 
 // markStale removes the output of a package that no longer has directives.
 func markStale(l *loaded, files map[string][]byte) {
-	for _, name := range append(append([]string{}, l.pkg.CompiledGoFiles...), testFiles(l)...) {
+	for _, name := range append(append([]string{}, l.pkg.GoFiles...), testFiles(l)...) {
 		base := filepath.Base(name)
 		if base != GoFile && base != TestFile {
 			continue
@@ -118,7 +121,7 @@ func testFiles(l *loaded) []string {
 	if l.test == nil {
 		return nil
 	}
-	return l.test.CompiledGoFiles
+	return l.test.GoFiles
 }
 
 // emitPackage renders every output of one package into files.
@@ -193,78 +196,41 @@ func stampLines(inputs, outputs string, files map[string][]byte) []string {
 	}
 }
 
-// generatorID identifies the generator for the stamp: its module version and
-// checksum, or, for a development build without a checksum (a replace
-// directive, a build inside the repository), a hash of the executable.
-func generatorID() string {
-	id := Version
-	released := false
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		mods := append([]*debug.Module{&bi.Main}, bi.Deps...)
-		for _, d := range mods {
-			if d.Path == "github.com/idemgen/idemgen" && d.Replace == nil && d.Sum != "" {
-				id += " " + d.Version + " " + d.Sum
-				released = true
-			}
-		}
-	}
-	if !released {
-		id += " exe:" + executableID()
-	}
-	return id
-}
-
-// executableID identifies the running binary: the Go build ID from its ELF
-// note (cheap to read, and it changes with the code), or else a hash of the
-// whole file.
-func executableID() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return "unknown"
-	}
-	if f, err := elf.Open(exe); err == nil {
-		defer f.Close()
-		if sec := f.Section(".note.go.buildid"); sec != nil {
-			if b, err := sec.Data(); err == nil {
-				return hex.EncodeToString(b)
-			}
-		}
-	}
-	b, err := os.ReadFile(exe)
-	if err != nil {
-		return "unknown"
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
 // inputsHash hashes what the outputs are generated from without loading
 // anything: the package directory's Go sources (the files idemgen wrote
-// excluded), the nearest go.mod, the build tags and the generator's version.
+// excluded), the sources of the packages of the same module they import
+// directly (request and response types often live there), the nearest
+// go.mod, the build tags and the generator's version. A change deeper in
+// the import graph is not seen here; -check, which always loads, and the
+// compile-time guards in the output catch it.
 func inputsHash(dir, tags string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00tags=%s\x00", generatorID(), tags)
-	ents, err := os.ReadDir(dir)
+	imports, err := hashGoFiles(h, dir)
 	if err != nil {
-		return "", fmt.Errorf("read package directory: %w", err)
-	}
-	for _, e := range ents { // sorted by name
-		if !strings.HasSuffix(e.Name(), ".go") || !e.Type().IsRegular() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return "", fmt.Errorf("read source: %w", err)
-		}
-		if isOurs(b) {
-			continue
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(b))
-		h.Write(b)
+		return "", err
 	}
 	for d := dir; ; d = filepath.Dir(d) {
 		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
 			h.Write(b)
+			modPath := modfileModule(b)
+			deps := make([]string, 0, len(imports))
+			for imp := range imports {
+				if modPath != "" && (imp == modPath || strings.HasPrefix(imp, modPath+"/")) {
+					deps = append(deps, imp)
+				}
+			}
+			sort.Strings(deps)
+			for _, imp := range deps {
+				sub := filepath.Join(d, filepath.FromSlash(strings.TrimPrefix(strings.TrimPrefix(imp, modPath), "/")))
+				if sub == dir {
+					continue
+				}
+				fmt.Fprintf(h, "import\x00%s\x00", imp)
+				if _, err := hashGoFiles(h, sub); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return "", err
+				}
+			}
 			break
 		}
 		if filepath.Dir(d) == d {
@@ -272,6 +238,48 @@ func inputsHash(dir, tags string) (string, error) {
 		}
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashGoFiles writes the names and contents of dir's Go files (not the ones
+// idemgen wrote) into h, and returns the import paths they use.
+func hashGoFiles(h io.Writer, dir string) (map[string]bool, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read package directory: %w", err)
+	}
+	imports := map[string]bool{}
+	for _, e := range ents { // sorted by name
+		if !strings.HasSuffix(e.Name(), ".go") || !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("read source: %w", err)
+		}
+		if isOurs(b) {
+			continue
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(b))
+		h.Write(b)
+		if f, err := parser.ParseFile(token.NewFileSet(), e.Name(), b, parser.ImportsOnly); err == nil {
+			for _, imp := range f.Imports {
+				if p, err := strconv.Unquote(imp.Path.Value); err == nil {
+					imports[p] = true
+				}
+			}
+		}
+	}
+	return imports, nil
+}
+
+// modfileModule returns the module path declared in a go.mod.
+func modfileModule(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }
 
 // outputsHash hashes the unstamped wrappers file and every other output.

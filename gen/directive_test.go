@@ -1,0 +1,80 @@
+package gen
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestIdemgenArgs(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		args []string
+		ok   bool
+	}{
+		{"idemgen -retention=48h", []string{"-retention=48h"}, true},
+		{"go tool idemgen -mode=atomic", []string{"-mode=atomic"}, true},
+		{"go run github.com/idemgen/idemgen/cmd/idemgen -tests=false", []string{"-tests=false"}, true},
+		{"go run -mod=mod github.com/idemgen/idemgen/cmd/idemgen@v1.2.3 -v", []string{"-v"}, true},
+		{"/usr/local/bin/idemgen", []string{}, true},
+		{`idemgen -final-errors "ErrA,ErrB"`, []string{"-final-errors", "ErrA,ErrB"}, true},
+		{"stringer -type=Pill", nil, false},
+		{"go run ./tools/other -x", nil, false},
+	} {
+		words, err := SplitCommand(tc.line)
+		require.NoError(t, err, tc.line)
+		args, ok := IdemgenArgs(words)
+		assert.Equal(t, tc.ok, ok, tc.line)
+		if tc.ok {
+			assert.Equal(t, tc.args, args, tc.line)
+		}
+	}
+	_, err := SplitCommand(`idemgen "unterminated`)
+	assert.Error(t, err)
+}
+
+func TestParseDirectiveArgs(t *testing.T) {
+	d, problems := ParseDirectiveArgs([]string{"-retention=48h", "-final-errors=ErrA, ErrB", "-lock-timeout", "30s", "-tests=false", "-storm=8", "-table=billing.keys"})
+	require.Empty(t, problems)
+	assert.Equal(t, 48*time.Hour, d.Retention)
+	assert.Equal(t, 30*time.Second, d.LockTimeout)
+	assert.Equal(t, []string{"ErrA", "ErrB"}, d.FinalErrors)
+	assert.False(t, d.Tests)
+	assert.Equal(t, 8, d.Storm)
+	assert.True(t, d.IsSet("table"))
+	assert.False(t, d.IsSet("mode"))
+
+	_, problems = ParseDirectiveArgs([]string{"-retention=0s", "-mode=x", "-storm=1", "-tests=maybe", "-migration-format=flyway", "-final-errors=A,,B", "-nope", "-v", "-v", "pos", "-table"})
+	assert.Equal(t, []string{
+		"-retention=0s: want a positive duration such as 48h or 90s",
+		"-mode=x: want auto, atomic or external",
+		"-storm=1: want a number of concurrent requests between 2 and 1024",
+		"-tests=maybe: want true or false",
+		"-migration-format=flyway: want one of goose, golang-migrate, tern, dbmate, atlas, plain",
+		"-final-errors=A,,B: want a comma-separated list of package-level error variables, e.g. ErrCardDeclined,ErrInsufficientFunds",
+		"unknown flag -nope (known: -mode, -retention, -lock-timeout, -final-errors, -storm, -table, -migrations, -migration-format, -tests, -tags, -v, -debug-model)",
+		"flag -v is given twice",
+		`unexpected argument "pos": a directive takes only flags, e.g. -retention=48h`,
+		"flag -table needs a value",
+	}, problems)
+}
+
+func TestUnifiedDiff(t *testing.T) {
+	assert.Empty(t, UnifiedDiff("a", "b", []byte("x\n"), []byte("x\n")))
+	a := []byte("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n")
+	b := []byte("1\n2\n3\n4\nfive\n6\n7\n8\n9\n10\n11\n")
+	// Changes closer than twice the context share a hunk, as in diff -u.
+	assert.Equal(t, "--- a\n+++ b\n@@ -2,9 +2,10 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n 9\n 10\n+11\n", UnifiedDiff("a", "b", a, b))
+	c := []byte("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n")
+	d := []byte("one\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n")
+	assert.Equal(t, "--- a\n+++ b\n@@ -1,4 +1,4 @@\n-1\n+one\n 2\n 3\n 4\n@@ -11,4 +11,3 @@\n 11\n 12\n 13\n-14\n", UnifiedDiff("a", "b", c, d))
+}
+
+func TestFormatDuration(t *testing.T) {
+	assert.Equal(t, "48h", formatDuration(48*time.Hour))
+	assert.Equal(t, "1h30m", formatDuration(90*time.Minute))
+	assert.Equal(t, "5m", formatDuration(5*time.Minute))
+	assert.Equal(t, "30s", formatDuration(30*time.Second))
+}
