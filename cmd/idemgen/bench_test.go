@@ -41,7 +41,7 @@ func BenchmarkGoGenerate(b *testing.B) {
 				if r.code != 0 {
 					b.Fatalf("go generate: %s", r.stderr)
 				}
-				loads += strings.Count(r.stderr, "loaded and type-checked")
+				loads += strings.Count(r.stderr, "type-checked in ")
 			}
 			b.ReportMetric(float64(loads)/float64(b.N), "loads/op")
 		})

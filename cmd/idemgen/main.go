@@ -155,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if verbose {
-		fmt.Fprintf(stderr, "idemgen: loaded and type-checked %d package(s) in %d load(s)\n", len(out.Packages), out.Loads)
+		fmt.Fprintf(stderr, "idemgen: type-checked in %d load(s); %d package(s) have directives\n", out.Loads, len(out.Packages))
 	}
 	paths := make([]string, 0, len(out.Files))
 	for p := range out.Files {
