@@ -128,6 +128,7 @@ type builder struct {
 
 	fixtures    []fixtureWant
 	fixtureSeen map[string]bool
+	invalid     bool // an annotated signature holds a type that did not type-check
 }
 
 // Build checks every idemgen directive of a loaded package and returns its
@@ -135,17 +136,20 @@ type builder struct {
 func build(l *loaded) (*Package, ErrorList) {
 	e := &errs{}
 	p := l.pkg
-	if len(p.Errors) > 0 {
-		// Type errors say it best; the go command's own report repeats them.
-		kind := packages.TypeError
-		if !slices.ContainsFunc(p.Errors, func(pe packages.Error) bool { return pe.Kind == packages.TypeError }) {
-			kind = p.Errors[0].Kind
+	// Type errors are expected while outputs are stale or absent: the
+	// package's own code may call the wrappers idemgen is about to write
+	// (idemgen reads its own files as empty). They only stop generation when
+	// an annotated method's signature cannot be read (see typeErrors). Parse
+	// errors and go command failures always do; the compiler's report of
+	// the type errors (go list compiles the package) is left to them.
+	var fatal []packages.Error
+	for _, pe := range p.Errors {
+		if pe.Kind == packages.ParseError || pe.Kind == packages.ListError && !strings.HasPrefix(pe.Msg, "# ") && !slices.ContainsFunc(p.Errors, isTypeError) {
+			fatal = append(fatal, pe)
 		}
-		for _, pe := range p.Errors {
-			if pe.Kind == kind {
-				e.add(posOf(pe.Pos), "package %s does not type-check, so idemgen cannot read its methods: %s; fix the build first (idemgen ignores the files it wrote itself)", p.PkgPath, pe.Msg)
-			}
-		}
+	}
+	if len(fatal) > 0 {
+		reportBuildErrors(e, p, fatal)
 		return nil, e.list
 	}
 	fs := findDirectives(p, e)
@@ -206,6 +210,16 @@ func build(l *loaded) (*Package, ErrorList) {
 		m.Receivers = append(m.Receivers, r)
 	}
 	sort.Slice(m.Receivers, func(i, j int) bool { return m.Receivers[i].Name < m.Receivers[j].Name })
+	if b.invalid {
+		var typeErrs []packages.Error
+		for _, pe := range p.Errors {
+			if isTypeError(pe) {
+				typeErrs = append(typeErrs, pe)
+			}
+		}
+		reportBuildErrors(e, p, typeErrs)
+		return nil, e.list
+	}
 	b.allocateNames()
 	if m.Tests {
 		b.checkFixtures()
@@ -214,6 +228,16 @@ func build(l *loaded) (*Package, ErrorList) {
 		return nil, e.list
 	}
 	return m, nil
+}
+
+func isTypeError(pe packages.Error) bool { return pe.Kind == packages.TypeError }
+
+// reportBuildErrors says plainly that the package does not build, with the
+// compiler's own messages.
+func reportBuildErrors(e *errs, p *packages.Package, list []packages.Error) {
+	for _, pe := range list {
+		e.add(posOf(pe.Pos), "package %s does not type-check, so idemgen cannot read its methods: %s; fix the build first (idemgen ignores the files it wrote itself)", p.PkgPath, pe.Msg)
+	}
 }
 
 // posOf parses a go/packages position, "file:line:col" or "file:line".
@@ -252,6 +276,10 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 	}
 	sig := fn.Type().(*types.Signature)
 	namePos := fset.Position(decl.Name.Pos())
+	if strings.Contains(types.TypeString(sig, nil), "invalid type") {
+		b.invalid = true
+		return nil
+	}
 	rt := sig.Recv().Type()
 	if p, ok := rt.(*types.Pointer); ok {
 		rt = p.Elem()
