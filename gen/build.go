@@ -6,7 +6,6 @@ import (
 	"go/token"
 	"go/types"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -139,12 +138,13 @@ func build(l *loaded) (*Package, ErrorList) {
 	// Type errors are expected while outputs are stale or absent: the
 	// package's own code may call the wrappers idemgen is about to write
 	// (idemgen reads its own files as empty). They only stop generation when
-	// an annotated method's signature cannot be read (see typeErrors). Parse
-	// errors and go command failures always do; the compiler's report of
-	// the type errors (go list compiles the package) is left to them.
+	// an annotated method's signature cannot be read (b.invalid). Parse
+	// errors and go command failures always do, except the compiler's
+	// report ("# pkg" ...) of the real files, which this type-check of the
+	// files as idemgen reads them supersedes.
 	var fatal []packages.Error
 	for _, pe := range p.Errors {
-		if pe.Kind == packages.ParseError || pe.Kind == packages.ListError && !strings.HasPrefix(pe.Msg, "# ") && !slices.ContainsFunc(p.Errors, isTypeError) {
+		if pe.Kind == packages.ParseError || pe.Kind == packages.ListError && !strings.HasPrefix(pe.Msg, "# ") {
 			fatal = append(fatal, pe)
 		}
 	}
@@ -367,7 +367,7 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 			name = fmt.Sprintf("arg%d", i-first+1)
 		}
 		local := name
-		if reservedLocal[local] || used[local] || b.pkg.Scope().Lookup(local) != nil {
+		if reservedLocal(local) || used[local] || b.pkg.Scope().Lookup(local) != nil {
 			local = fmt.Sprintf("arg%d", i-first+1)
 		}
 		used[local] = true
@@ -388,7 +388,7 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		case !isVar:
 			b.e.add(d.Pos, "-final-errors: %s is a %s, not a package-level error variable; declare var %s = errors.New(\"...\")", n, kindOf(obj), n)
 			ok = false
-		case !types.Implements(v.Type(), errorType) && !types.Implements(types.NewPointer(v.Type()), errorType):
+		case !types.Implements(v.Type(), errorType()) && !types.Implements(types.NewPointer(v.Type()), errorType()):
 			b.e.add(d.Pos, "-final-errors: %s has type %s, which is not an error; name a package-level error variable", n, types.TypeString(v.Type(), types.RelativeTo(b.pkg)))
 			ok = false
 		}
@@ -400,12 +400,19 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 	return m
 }
 
-var reservedLocal = map[string]bool{
-	"w": true, "ctx": true, "tx": true, "f": true, "v": true,
-	"idem": true, "pgx": true, "context": true, "time": true, "errors": true, "testing": true,
+// reservedLocal reports identifiers the generated wrappers declare or
+// import, which a parameter must not shadow.
+func reservedLocal(name string) bool {
+	switch name {
+	case "w", "ctx", "tx", "f", "v", "idem", "pgx", "context", "time", "errors", "testing", "maps", "slices":
+		return true
+	}
+	return false
 }
 
-var errorType = types.Universe.Lookup("error").Type().Underlying().(*types.Interface)
+func errorType() *types.Interface {
+	return types.Universe.Lookup("error").Type().Underlying().(*types.Interface)
+}
 
 func kindOf(o types.Object) string {
 	switch o.(type) {

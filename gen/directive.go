@@ -3,9 +3,12 @@ package gen
 import (
 	"fmt"
 	"go/token"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemgen/idemgen/gen/migrations"
 )
 
 // Directive is one parsed //go:generate idemgen line.
@@ -35,32 +38,29 @@ type flagKind struct {
 	pkgLevel bool
 }
 
-// directiveFlags are the flags a directive may carry. -v and -debug-model are
-// accepted so the same line works when run by go generate; -check is not.
-var directiveFlags = map[string]flagKind{
-	"mode":             {},
-	"retention":        {},
-	"lock-timeout":     {},
-	"final-errors":     {},
-	"storm":            {},
-	"table":            {pkgLevel: true},
-	"migrations":       {pkgLevel: true},
-	"migration-format": {pkgLevel: true},
-	"tests":            {boolean: true, pkgLevel: true},
-	"tags":             {pkgLevel: true},
-	"v":                {boolean: true},
-	"debug-model":      {boolean: true},
+// directiveFlag says whether a directive may carry the flag, and its kind.
+// -v and -debug-model are accepted so the same line works when run by go
+// generate; -check is not.
+func directiveFlag(name string) (flagKind, bool) {
+	switch name {
+	case "mode", "retention", "lock-timeout", "final-errors", "storm":
+		return flagKind{}, true
+	case "table", "migrations", "migration-format", "tags":
+		return flagKind{pkgLevel: true}, true
+	case "tests":
+		return flagKind{boolean: true, pkgLevel: true}, true
+	case "v", "debug-model":
+		return flagKind{boolean: true}, true
+	}
+	return flagKind{}, false
 }
 
 // Defaults of the package-level settings.
 const (
 	DefaultMigrations      = "migrations"
-	DefaultMigrationFormat = "goose"
+	DefaultMigrationFormat = migrations.DefaultFormat
 	DefaultStorm           = 32
 )
-
-// MigrationFormats are the accepted -migration-format values.
-var MigrationFormats = []string{"goose", "golang-migrate", "tern", "dbmate", "atlas", "plain"}
 
 // ParseDirectiveArgs parses the flags of a directive (everything after the
 // command). Unknown, repeated or malformed flags and positional arguments
@@ -75,7 +75,7 @@ func ParseDirectiveArgs(args []string) (*Directive, []string) {
 			continue
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		k, ok := directiveFlags[name]
+		k, ok := directiveFlag(name)
 		if !ok {
 			problems = append(problems, fmt.Sprintf("unknown flag -%s (known: %s)", name, knownFlags()))
 			continue
@@ -154,12 +154,8 @@ func (d *Directive) apply(name, value string) error {
 		}
 		d.Migrations = value
 	case "migration-format":
-		ok := false
-		for _, f := range MigrationFormats {
-			ok = ok || f == value
-		}
-		if !ok {
-			return fmt.Errorf("-migration-format=%s: want one of %s", value, strings.Join(MigrationFormats, ", "))
+		if !slices.Contains(migrations.Formats(), value) {
+			return fmt.Errorf("-migration-format=%s: want one of %s", value, strings.Join(migrations.Formats(), ", "))
 		}
 		d.MigrationFormat = value
 	case "tests":

@@ -132,10 +132,14 @@ func (e *emitter) testHelpers() jen.Code {
 	)
 }
 
-// testReserved are identifiers the generated tests declare themselves.
-var testReserved = map[string]bool{
-	"t": true, "env": true, "w": true, "svc": true, "ctx": true, "rs": true, "r": true, "err": true,
-	"zero": true, "crashed": true, "crash": true, "setup": true, "call": true, "other": true,
+// testReserved reports identifiers the generated tests declare themselves.
+func testReserved(name string) bool {
+	switch name {
+	case "t", "env", "w", "svc", "ctx", "rs", "r", "err", "zero", "crashed", "crash", "setup",
+		"idem", "idemtest", "pgx", "context", "time", "errors", "testing", "reflect", "atomic":
+		return true
+	}
+	return false
 }
 
 // testArgs returns the names the tests give the sample's values.
@@ -143,7 +147,7 @@ func testArgs(m *Method) []string {
 	var out []string
 	for i, p := range m.Params {
 		n := p.Local
-		if testReserved[n] {
+		if testReserved(n) {
 			n = fmt.Sprintf("arg%d", i+1)
 		}
 		out = append(out, n)

@@ -77,7 +77,7 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 	if len(patterns) == 0 {
 		patterns = []string{"."}
 	}
-	pkgs, err := load(ctx, dir, patterns, cfg.Tags, len(cfg.Patterns) == 0)
+	pkgs, err := load(ctx, dir, patterns, cfg.Tags)
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -30,52 +29,26 @@ func isOurs(src []byte) bool {
 }
 
 // load type-checks the packages matched by patterns in one go/packages call.
-// Files idemgen wrote are overlaid with their bare package clause, so stale
+// Files idemgen wrote are parsed as their bare package clause, so stale
 // output (whose compile-time guards fail by design) never stops a
-// regeneration. Finding those files takes a cheap listing (no type-checking)
-// unless the package directory is already known (go generate).
-func load(ctx context.Context, dir string, patterns []string, tags string, knownDir bool) ([]*loaded, error) {
-	var buildFlags []string
-	if tags != "" {
-		buildFlags = []string{"-tags=" + tags}
-	}
-	dirs := map[string]bool{}
-	if knownDir {
-		dirs[dir] = true
-	} else {
-		list, err := packages.Load(&packages.Config{Context: ctx, Dir: dir, Mode: packages.NeedName | packages.NeedFiles, BuildFlags: buildFlags}, patterns...)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", strings.Join(patterns, " "), err)
-		}
-		for _, p := range list {
-			for _, f := range p.GoFiles {
-				dirs[filepath.Dir(f)] = true
-			}
-		}
-	}
-	overlay := map[string][]byte{}
-	for d := range dirs {
-		for _, name := range []string{GoFile, TestFile} {
-			path := filepath.Join(d, name)
-			src, err := os.ReadFile(path)
-			if err != nil || !isOurs(src) {
-				continue
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), path, src, parser.PackageClauseOnly)
-			if err != nil {
-				continue
-			}
-			overlay[path] = []byte(Header + "\n\npackage " + f.Name.Name + "\n")
-		}
-	}
+// regeneration; the go command's own compile report of such errors is
+// ignored by build, which trusts this type-check.
+func load(ctx context.Context, dir string, patterns []string, tags string) ([]*loaded, error) {
 	cfg := &packages.Config{
 		Context: ctx,
 		Dir:     dir,
 		Mode: packages.NeedName | packages.NeedFiles | packages.NeedTypes |
 			packages.NeedTypesInfo | packages.NeedSyntax | packages.NeedModule,
-		Tests:      true,
-		BuildFlags: buildFlags,
-		Overlay:    overlay,
+		Tests: true,
+		ParseFile: func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
+			if isOurs(src) {
+				return parser.ParseFile(fset, filename, src, parser.PackageClauseOnly)
+			}
+			return parser.ParseFile(fset, filename, src, parser.AllErrors|parser.ParseComments|parser.SkipObjectResolution)
+		},
+	}
+	if tags != "" {
+		cfg.BuildFlags = []string{"-tags=" + tags}
 	}
 	pkgs, err := packages.Load(cfg, patterns...)
 	if err != nil {
