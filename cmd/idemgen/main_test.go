@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"github.com/rogpeppe/go-internal/txtar"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/gen"
 )
 
 // TestMain lets the test binary act as idemgen: a symlink named idemgen to
@@ -200,4 +203,47 @@ func TestUsage(t *testing.T) {
 	errb.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-retention=soon"}, &out, &errb))
 	assert.Contains(t, errb.String(), "x.go:7: -retention=soon: want a positive duration")
+}
+
+// TestDebugModel prints the model built from the directives and writes
+// nothing.
+func TestDebugModel(t *testing.T) {
+	dir := newModule(t, "model", map[string][]byte{"svc/svc.go": []byte(`package svc
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Svc is a service.
+type Svc struct{}
+
+// Req is a request.
+type Req struct {
+	Amount int64
+	Trace  string ` + "`idem:\"-\"`" + `
+}
+
+// Do does it.
+//
+//go:generate idemgen -retention=2h -tests=false
+func (s *Svc) Do(ctx context.Context, tx pgx.Tx, req Req) (int, error) { return 1, nil }
+`)})
+	t.Chdir(dir)
+	t.Setenv("GOFILE", "")
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"-debug-model", "./..."}, &out, &errb), errb.String())
+	var pkgs []gen.Package
+	require.NoError(t, json.Unmarshal(out.Bytes(), &pkgs))
+	require.Len(t, pkgs, 1)
+	m := pkgs[0].Receivers[0].Methods[0]
+	assert.Equal(t, "Svc.Do", m.Key)
+	assert.Equal(t, gen.ModeAtomic, m.Mode)
+	assert.Equal(t, 2*time.Hour, m.Retention)
+	assert.Equal(t, []string{"req.Amount"}, m.Fingerprinted)
+	assert.Equal(t, []string{"req.Trace"}, m.Omitted)
+	assert.Equal(t, &gen.Mutation{Param: 0, Path: []string{"Amount"}, Kind: "int"}, m.Mutation)
+	_, err := os.Stat(filepath.Join(dir, "svc", "idem_gen.go"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "-debug-model must not write")
 }
