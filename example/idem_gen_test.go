@@ -44,6 +44,23 @@ func newIdemgenEnv(t *testing.T) *idemgenEnv {
 	return env
 }
 
+// warmUp opens n pooled connections (at most the pool's size) before a race, so the concurrent
+// requests meet on the ledger's unique index rather than queue behind connection set-up.
+func (env *idemgenEnv) warmUp(t *testing.T, n int) {
+	t.Helper()
+	var release []func()
+	for range min(n, int(env.db.Pool.Config().MaxConns)) {
+		c, err := env.db.Pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatalf("open a connection: %v", err)
+		}
+		release = append(release, c.Release)
+	}
+	for _, r := range release {
+		r()
+	}
+}
+
 // wantExecutions fails the test unless method bodies ran exactly want times.
 func (env *idemgenEnv) wantExecutions(t *testing.T, want int64) {
 	t.Helper()
@@ -115,6 +132,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		env, _, w := setup(t)
 		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "twins", "")
+		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[Receipt] {
 			r, err := w.Charge(ctx, req)
 			return idemgenResult[Receipt]{r, err}
@@ -128,6 +146,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		env, _, w := setup(t)
 		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "storm", "")
+		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[Receipt] {
 			r, err := w.Charge(ctx, req)
 			return idemgenResult[Receipt]{r, err}
@@ -230,6 +249,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		env, _, w := setup(t)
 		req := samplePaymentsPayoutArgs(t)
 		ctx := idem.WithWait(idemgenCtx(t, "twins", ""))
+		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[PayoutReceipt] {
 			r, err := w.Payout(ctx, req)
 			return idemgenResult[PayoutReceipt]{r, err}
@@ -243,6 +263,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		env, _, w := setup(t)
 		req := samplePaymentsPayoutArgs(t)
 		ctx := idem.WithWait(idemgenCtx(t, "storm", ""))
+		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[PayoutReceipt] {
 			r, err := w.Payout(ctx, req)
 			return idemgenResult[PayoutReceipt]{r, err}
@@ -370,6 +391,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		env, _, w := setup(t)
 		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "twins", "")
+		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[RefundReceipt] {
 			r, err := w.Refund(ctx, req)
 			return idemgenResult[RefundReceipt]{r, err}
@@ -383,6 +405,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		env, _, w := setup(t)
 		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "storm", "")
+		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[RefundReceipt] {
 			r, err := w.Refund(ctx, req)
 			return idemgenResult[RefundReceipt]{r, err}
