@@ -89,6 +89,8 @@ var (
 	rowsTwoOrMore = regexp.MustCompile(`the ledger holds ([2-9]|\d\d+) rows for Payments\.\w+, want 1`)
 	// Another request's stored response was replayed, without an error.
 	replayedOther = regexp.MustCompile(`same key, different request: got error <nil>, want idem\.ErrMismatch`)
+	// A claim hit the unique index and failed instead of replaying.
+	duplicateKey = regexp.MustCompile(`duplicate key value violates unique constraint "idempotency_keys_pkey"`)
 	// A retry ran while the crashed attempt held the key.
 	notInProgress = regexp.MustCompile(`retry while the crashed attempt holds the key: got error <nil>, want idem\.ErrInProgress`)
 )
@@ -146,8 +148,8 @@ const fingerprintCheck = "\tif string(r.fingerprint) != string(c.fp) {\n" +
 // (atomic.go).
 const replayRead = "\tif found && !r.expired {\n\t\treturn settle(ctx, s, m, c, r)\n\t}\n"
 
-// mutations are the broken guarantees of issue 4. Each is a bug a developer
-// could write, made from the runtime's real source text.
+// mutations are the broken guarantees the generated tests must catch. Each is
+// a bug a developer could write, made from the runtime's real source text.
 func mutations() []mutation {
 	return []mutation{
 		{
@@ -184,7 +186,7 @@ func mutations() []mutation {
 			},
 		},
 		{
-			name: "c_check_then_insert",
+			name: "c1_check_then_upsert",
 			bug: "the read before the claim decides: if it found no live row the claim is an upsert that " +
 				"always wins, so the insert's conflict no longer decides who runs the body",
 			edits: []edit{
@@ -195,6 +197,21 @@ func mutations() []mutation {
 				// run twice: the bug is a race.
 				"TestIdempotentPaymentsCharge/storm": racy(ranTwiceOrMore),
 				"TestIdempotentPaymentsRefund/storm": racy(ranTwiceOrMore),
+			},
+		},
+		{
+			name: "c2_check_then_insert",
+			bug: "the read before the claim decides: if it found no live row the claim is a plain INSERT, " +
+				"so a twin that read before the first commit hits the unique index and fails instead of replaying",
+			edits: []edit{
+				{"queries.go", claimConflict, "RETURNING fence`"},
+			},
+			caught: map[string]expect{
+				"TestIdempotentPaymentsCharge/storm": racy(duplicateKey),
+				"TestIdempotentPaymentsRefund/storm": racy(duplicateKey),
+				// An expired row is still there: the INSERT cannot take it over.
+				"TestIdempotentPaymentsCharge/expired_key": must(duplicateKey),
+				"TestIdempotentPaymentsRefund/expired_key": must(duplicateKey),
 			},
 		},
 		{
@@ -446,7 +463,7 @@ func TestGeneratedTestsCatchMutations(t *testing.T) {
 			var notes []string
 			for _, name := range slices.Sorted(maps.Keys(m.caught)) {
 				e := m.caught[name]
-				failed, out := slices.Contains(caught, name), r.output[name]
+				failed, out, when := slices.Contains(caught, name), r.output[name], "in the full run"
 				if !failed && e.racy {
 					again := runGenerated(t, root, overlay, until(name, raceAttempts))
 					runs := 0
@@ -456,17 +473,18 @@ func TestGeneratedTestsCatchMutations(t *testing.T) {
 						}
 					}
 					failed, out = slices.Contains(again.failed, name), again.output[name]
-					notes = append(notes, fmt.Sprintf("%s passed the full run; run alone %d more times, it failed: %v", name, runs, failed))
+					when = fmt.Sprintf("passed the full run, failed on run %d of at most %d alone", runs, raceAttempts)
 				}
-				if assert.Truef(t, failed, "expected %s to catch the mutation\n%s", name, failureReport(r)) {
-					assert.Regexpf(t, e.why, out, "%s failed, but not for the expected reason", name)
+				if !assert.Truef(t, failed, "expected %s to catch the mutation (racy: %v)\n%s", name, e.racy, failureReport(r)) {
+					continue
+				}
+				if assert.Regexpf(t, e.why, out, "%s failed, but not for the expected reason", name) {
+					notes = append(notes, fmt.Sprintf("%s %s: %s", name, when, e.why.FindString(out)))
 				}
 			}
-			t.Logf("caught in %s by %d generated subtests:\n  %s", r.elapsed.Round(100*time.Millisecond),
-				len(caught), strings.Join(caught, "\n  "))
-			for _, n := range notes {
-				t.Log(n)
-			}
+			t.Logf("the full run took %s; generated subtests that failed in it:\n  %s", r.elapsed.Round(100*time.Millisecond),
+				strings.Join(caught, "\n  "))
+			t.Logf("expected catches:\n  %s", strings.Join(notes, "\n  "))
 			if testing.Verbose() {
 				t.Logf("their failures:\n%s", failureReport(r))
 			}
