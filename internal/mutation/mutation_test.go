@@ -252,6 +252,23 @@ func mutations() []mutation {
 	}
 }
 
+// unchanged is the control: unchanged copies of every file the mutations
+// touch, overlaid the same way, so a mutated run differs from the control by
+// the mutation's edits alone.
+func unchanged(ms []mutation) mutation {
+	c := mutation{name: "control"}
+	seen := map[string]bool{}
+	for _, m := range ms {
+		for _, e := range m.edits {
+			if !seen[e.file] {
+				seen[e.file] = true
+				c.edits = append(c.edits, edit{e.file, "package idem\n", "package idem\n"})
+			}
+		}
+	}
+	return c
+}
+
 // result is one go test run of the generated tests.
 type result struct {
 	passed  bool
@@ -437,8 +454,8 @@ func TestMutationsApply(t *testing.T) {
 }
 
 // TestGeneratedTestsCatchMutations runs the example's generated tests once
-// against the runtime as it is (they must pass, so any later failure is the
-// mutation's doing) and once per mutation, and asserts that the named
+// against the runtime as it is, overlaid by unchanged copies (they must pass,
+// so any later failure is the mutation's doing), and once per mutation, and asserts that the named
 // generated subtests fail for the named reason.
 func TestGeneratedTestsCatchMutations(t *testing.T) {
 	if os.Getenv(envChild) != "" {
@@ -448,7 +465,7 @@ func TestGeneratedTestsCatchMutations(t *testing.T) {
 	root := repoRoot(t)
 	start := time.Now()
 
-	control := runGenerated(t, root, "", all)
+	control := runGenerated(t, root, mutate(t, root, t.TempDir(), unchanged(mutations())), all)
 	require.Truef(t, control.passed, "the generated tests must pass against the unmutated runtime\n%s", failureReport(control))
 	generated := leaves(control.ran)
 	require.NotEmpty(t, generated, "no generated subtests ran:\n%s", control.build)
