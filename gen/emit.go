@@ -253,7 +253,8 @@ func (e *emitter) methodVar(m *Method) jen.Code {
 	return comment(
 		fmt.Sprintf("%s describes %s to the runtime. The response is stored as JSON.", m.MethodVar, m.Key),
 		modeText(m), retentionText(m), finalText(m),
-	).Line().Var().Id(m.MethodVar).Op("=").Op("&").Qual(idemPath, "Method").Types(e.result(m)).Values(d...).Line()
+	).Line().Var().Id(m.MethodVar).Op("=").Op("&").Qual(idemPath, "Method").Types(e.result(m)).
+		Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, d...).Line()
 }
 
 // wrapperMethod:

@@ -49,6 +49,17 @@ func loadModule(t *testing.T, name string) map[string][]byte {
 	return files
 }
 
+// shopModule writes testdata/e2e/shop.txtar as a fresh module. Its mail
+// package uses "go tool idemgen", which needs the tool directive.
+func shopModule(t *testing.T) string {
+	t.Helper()
+	dir := newModule(t, "shop", loadModule(t, "shop"))
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), append(gomod, "\ntool github.com/idemgen/idemgen/cmd/idemgen\n"...), 0o644))
+	return dir
+}
+
 // result is a finished command.
 type result struct {
 	code           int
@@ -93,11 +104,7 @@ func mtimes(t *testing.T, paths ...string) []time.Time {
 // changed request type caught by -check with a diff, and a bad annotation
 // reported at its position with exit status 1.
 func TestEndToEnd(t *testing.T) {
-	dir := newModule(t, "shop", loadModule(t, "shop"))
-	// The mail package uses "go tool idemgen", which needs the tool directive.
-	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), append(gomod, "\ntool github.com/idemgen/idemgen/cmd/idemgen\n"...), 0o644))
+	dir := shopModule(t)
 	path := toolPath(t)
 	pkg := filepath.Join(dir, "payments")
 	outputs := []string{
@@ -156,8 +163,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// Change the request type: -check fails with a diff and says what to do.
 	src := filepath.Join(pkg, "payments.go")
-	var orig []byte
-	orig, err = os.ReadFile(src)
+	orig, err := os.ReadFile(src)
 	require.NoError(t, err)
 	changed := strings.Replace(string(orig), "\tAmount  int64\n\tMemo", "\tAmount  int64\n\tNote    string\n\tMemo", 1)
 	require.NotEqual(t, string(orig), changed)

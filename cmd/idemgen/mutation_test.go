@@ -100,7 +100,7 @@ func goTestFailures(t *testing.T, dir, path string, extra ...string) ([]string, 
 // place: they pass against the runtime as it is, and each mutation that
 // breaks a guarantee makes named generated tests fail.
 func TestGeneratedTestsCatchMutations(t *testing.T) {
-	dir := newModule(t, "shop", loadModule(t, "shop"))
+	dir := shopModule(t)
 	path := toolPath(t)
 	r := sh(t, dir, path, nil, "go", "generate", "./...")
 	require.Equal(t, 0, r.code, "go generate: %s", r.stderr)
