@@ -492,6 +492,7 @@ func TestGeneratedTestsCatchMutations(t *testing.T) {
 			for _, name := range slices.Sorted(maps.Keys(m.caught)) {
 				e := m.caught[name]
 				failed, out, when := slices.Contains(caught, name), r.output[name], "in the full run"
+				report := failureReport(r)
 				if !failed && e.racy {
 					again := runGenerated(t, root, overlay, until(name, raceAttempts))
 					runs := 0
@@ -501,9 +502,10 @@ func TestGeneratedTestsCatchMutations(t *testing.T) {
 						}
 					}
 					failed, out = slices.Contains(again.failed, name), again.output[name]
+					report += fmt.Sprintf("--- %d runs of %s alone\n%s", runs, name, failureReport(again))
 					when = fmt.Sprintf("passed the full run, failed on run %d of at most %d alone", runs, raceAttempts)
 				}
-				if !assert.Truef(t, failed, "expected %s to catch the mutation (racy: %v)\n%s", name, e.racy, failureReport(r)) {
+				if !assert.Truef(t, failed, "expected %s to catch the mutation (racy: %v)\n%s", name, e.racy, report) {
 					continue
 				}
 				if assert.Regexpf(t, e.why, out, "%s failed, but not for the expected reason", name) {
