@@ -141,9 +141,12 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	b.Queue(s.q.finish, c.scope, c.method, c.key, resp, errName, errMsg, fence)
 	b.Queue("COMMIT")
 	br = conn.SendBatch(ctx, b)
-	tag, err := br.Exec()
-	if err == nil && tag.RowsAffected() != 1 {
-		err = fmt.Errorf("idem: %s: stored response matched %d ledger rows, want 1", c.method, tag.RowsAffected())
+	_, err = br.Exec()
+	if isDivisionByZero(err) {
+		// A definite failure, not an unknown outcome: the ledger row is not
+		// the one this transaction claimed, and the COMMIT rolled back.
+		_ = br.Close()
+		return zero, fmt.Errorf("%w: %s: the stored response did not match exactly one ledger row; is the ledger's primary key missing?", ErrStore, c.method)
 	}
 	var commitTag pgconn.CommandTag
 	if err == nil {
@@ -153,7 +156,7 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		err = cerr
 	}
 	if err == nil && commitTag.String() != "COMMIT" {
-		err = fmt.Errorf("idem: %s: transaction was rolled back at commit (%s)", c.method, commitTag)
+		return zero, fmt.Errorf("%w: %s: transaction was rolled back at commit (%s)", ErrStore, c.method, commitTag)
 	}
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -166,6 +169,13 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	}
 	committed = true
 	return out, berr
+}
+
+// isDivisionByZero reports the finish statement's refusal to store a
+// response on anything but exactly one row.
+func isDivisionByZero(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "22012"
 }
 
 // rollback ends the connection's transaction even if ctx is done. If that
@@ -254,9 +264,9 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	b.Queue(s.q.finish, c.scope, c.method, c.key, resp, errName, errMsg, fence)
 	b.Queue("RELEASE SAVEPOINT " + sp)
 	br = tx.SendBatch(ctx, b)
-	tag, err := br.Exec()
-	if err == nil && tag.RowsAffected() != 1 {
-		err = fmt.Errorf("stored response matched %d ledger rows, want 1", tag.RowsAffected())
+	_, err = br.Exec()
+	if isDivisionByZero(err) {
+		err = errors.New("the stored response did not match exactly one ledger row; is the ledger's primary key missing?")
 	}
 	if err == nil {
 		_, err = br.Exec()

@@ -343,3 +343,20 @@ func TestKeyValidation(t *testing.T) {
 	assert.Contains(t, err.Error(), "byte 4 (0x0a)")
 	assert.Equal(t, int64(0), e.executed.Load())
 }
+
+func TestLostLedgerRowRollsBackTheWork(t *testing.T) {
+	e := newEnv(t)
+	_, err := idem.Atomic(keyed("gone"), e.store, e.m, fp("100"), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+		r, err := charge(100)(ctx, tx)
+		require.NoError(t, err)
+		// A body that deletes its own claim: the response cannot be stored,
+		// so the pipelined COMMIT must not commit the work either.
+		_, err = tx.Exec(ctx, `DELETE FROM idempotency_keys`)
+		require.NoError(t, err)
+		return r, nil
+	})
+	require.ErrorIs(t, err, idem.ErrStore)
+	assert.Contains(t, err.Error(), "did not match exactly one ledger row")
+	assert.Equal(t, 0, e.count(t, "payments"), "the work rolled back")
+	assert.Equal(t, int64(1), e.executed.Load(), "not retried: the failure is definite")
+}

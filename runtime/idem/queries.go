@@ -35,9 +35,14 @@ WHERE t.expires_at <= %[2]s
 RETURNING fence`, table, now),
 
 		// finish (atomic mode): stores the response; COMMIT follows in the
-		// same round trip.
-		finish: fmt.Sprintf(`UPDATE %[1]s SET response = $4, error_name = $5, error_message = $6
-WHERE %[2]s AND fence = $7`, table, pk1),
+		// same round trip. Exactly one row must be stored: any other count
+		// divides by zero, which aborts the transaction, so the pipelined
+		// COMMIT rolls back instead of committing work without its response.
+		finish: fmt.Sprintf(`WITH stored AS (
+    UPDATE %[1]s SET response = $4, error_name = $5, error_message = $6
+    WHERE %[2]s AND fence = $7
+    RETURNING 1)
+SELECT 1 / (count(*) = 1)::int FROM stored`, table, pk1),
 
 		// claimExternal: commits an in-progress row with a lock. It takes over
 		// an expired row, or an in-progress row for the same request whose
