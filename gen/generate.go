@@ -69,7 +69,7 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 	}
 	cfg.Dir = dir
 	if cfg.GoFile != "" && !cfg.Force {
-		if ok, err := stampMatches(dir, cfg.Tags); err == nil && ok {
+		if ok, err := stampMatches(dir); err == nil && ok {
 			return &Output{Files: map[string][]byte{}, Unchanged: true}, nil
 		}
 	}
@@ -157,7 +157,7 @@ func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
 			outputs[filepath.ToSlash(filepath.Join(m.MigrationsDir, name))] = src
 		}
 	}
-	inputs, err := inputsHash(m.Dir, cfg.Tags)
+	inputs, err := inputsHash(m.Dir)
 	if err != nil {
 		return err
 	}
@@ -200,12 +200,14 @@ func stampLines(inputs, outputs string, files map[string][]byte) []string {
 // anything: the package directory's Go sources (the files idemgen wrote
 // excluded), the sources of the packages of the same module they import
 // directly (request and response types often live there), the nearest
-// go.mod, the build tags and the generator's version. A change deeper in
+// go.mod and the generator's version. Build tags are not part of it: they
+// are written in the directives, which are in the sources, and a package
+// run (-check) must compute the same stamp as the directive that wrote it. A change deeper in
 // the import graph is not seen here; -check, which always loads, and the
 // compile-time guards in the output catch it.
-func inputsHash(dir, tags string) (string, error) {
+func inputsHash(dir string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00tags=%s\x00", generatorID(), tags)
+	fmt.Fprintf(h, "%s\x00", generatorID())
 	imports, err := hashGoFiles(h, dir)
 	if err != nil {
 		return "", err
@@ -301,7 +303,7 @@ func outputsHash(unstamped []byte, files map[string][]byte) string {
 
 // stampMatches reports whether the package in dir was generated from its
 // current inputs and its outputs are untouched, reading files only.
-func stampMatches(dir, tags string) (bool, error) {
+func stampMatches(dir string) (bool, error) {
 	src, err := os.ReadFile(filepath.Join(dir, GoFile))
 	if err != nil || !isOurs(src) {
 		return false, err
@@ -322,7 +324,7 @@ func stampMatches(dir, tags string) (bool, error) {
 	if inputs == "" || len(fields) == 0 {
 		return false, nil
 	}
-	in, err := inputsHash(dir, tags)
+	in, err := inputsHash(dir)
 	if err != nil || in != inputs {
 		return false, err
 	}

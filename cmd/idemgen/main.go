@@ -56,7 +56,7 @@ Directive flags (per package; every directive that sets one must agree):
 	-migrations=DIR             migrations directory, relative to the package (default migrations)
 	-migration-format=FORMAT    goose (default), golang-migrate, tern, dbmate, atlas, plain
 	-tests=false                do not generate the twin-request tests
-	-tags=TAGS                  build tags for loading the package
+	-tags=TAGS                  build tags for loading the package (pass the same -tags to a package run)
 Run flags:
 	-check                      report stale or hand-edited output as a unified diff; exit 1 if any
 	-v                          say what was written or skipped
