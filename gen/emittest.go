@@ -135,7 +135,7 @@ func (e *emitter) testHelpers() jen.Code {
 // testReserved reports identifiers the generated tests declare themselves.
 func testReserved(name string) bool {
 	switch name {
-	case "t", "env", "w", "svc", "ctx", "rs", "r", "err", "zero", "crashed", "crash", "setup",
+	case "t", "env", "w", "svc", "ctx", "rs", "r", "err", "zero", "crashed", "crash", "setup", "tx", "first", "again",
 		"idem", "idemtest", "pgx", "context", "time", "errors", "testing", "reflect", "atomic":
 		return true
 	}
@@ -250,26 +250,14 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
 		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
 	))
-	if mu := m.Mutation; mu != nil {
-		target := jen.Id(args[mu.Param])
-		for _, p := range mu.Path {
-			target = target.Dot(p)
-		}
-		var change jen.Code
-		switch mu.Kind {
-		case "string":
-			change = target.Clone().Op("+=").Lit("-changed")
-		case "bool":
-			change = target.Clone().Op("=").Op("!").Add(target.Clone())
-		default:
-			change = target.Clone().Op("++")
-		}
+	if m.Mutation != nil {
+		change := e.changeRequest(m, args)
 		subs = append(subs, sub("same key, different request", "The same key with another request is refused with idem.ErrMismatch and runs nothing.",
 			jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
 			sample(),
 			jen.Id("ctx").Op(":=").Add(ctxOf("reused", "")),
 			once(jen.Id("ctx"), "first request"),
-			jen.Add(change).Comment("another request under the same key"),
+			jen.Add(change()).Comment("another request under the same key"),
 			jen.Err().Op(":=").Add(errOnly(m, callW(jen.Id("ctx")))),
 			jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual(idemPath, "ErrMismatch"))).Block(
 				jen.Id("t").Dot("Errorf").Call(jen.Lit("same key, different request: got error %v, want idem.ErrMismatch"), jen.Err())),
@@ -339,6 +327,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 			jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
 			jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
 		))
+		subs = append(subs, e.inTxTest(m, args, sub, sample, ctxOf))
 	} else {
 		lock := jen.Qual(idemPath, "DefaultLockTimeout")
 		lockText := "the store's lock timeout"
@@ -427,4 +416,77 @@ func errOnlyAssign(m *Method, call *jen.Statement) jen.Code {
 		return jen.Err().Op(":=").Add(call)
 	}
 	return jen.List(jen.Id("_"), jen.Err()).Op(":=").Add(call)
+}
+
+// changeRequest returns a statement that turns the sample into another
+// request: one fingerprinted scalar changed.
+func (e *emitter) changeRequest(m *Method, args []string) func() jen.Code {
+	mu := m.Mutation
+	return func() jen.Code {
+		target := jen.Id(args[mu.Param])
+		for _, p := range mu.Path {
+			target = target.Dot(p)
+		}
+		switch mu.Kind {
+		case "string":
+			return target.Clone().Op("+=").Lit("-changed")
+		case "bool":
+			return target.Clone().Op("=").Op("!").Add(target.Clone())
+		}
+		return target.Clone().Op("++")
+	}
+}
+
+// inTxTest: MInTx inside one caller transaction. The first call runs, a
+// retry replays, another request is refused, and the transaction is still
+// usable and commits the one row.
+func (e *emitter) inTxTest(m *Method, args []string, sub func(string, string, ...jen.Code) jen.Code, sample func() jen.Code, ctxOf func(string, string) *jen.Statement) jen.Code {
+	var argIDs []jen.Code
+	for _, a := range args {
+		argIDs = append(argIDs, jen.Id(a))
+	}
+	call := func() *jen.Statement {
+		return jen.Id("w").Dot(m.Name+"InTx").Call(append([]jen.Code{jen.Id("ctx"), jen.Id("tx")}, argIDs...)...)
+	}
+	must := func(lhs jen.Code, what string) []jen.Code {
+		return []jen.Code{
+			jen.List(lhs, jen.Err()).Op(":=").Add(call()),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Id("t").Dot("Fatalf").Call(jen.Lit(what+": %v"), jen.Err())),
+		}
+	}
+	body := []jen.Code{
+		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		jen.Id("ctx").Op(":=").Add(ctxOf("in-tx", "")),
+		jen.List(jen.Id("tx"), jen.Err()).Op(":=").Id("env").Dot("db").Dot("Pool").Dot("Begin").Call(jen.Id("ctx")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Id("t").Dot("Fatalf").Call(jen.Lit("begin: %v"), jen.Err())),
+		jen.Defer().Id("tx").Dot("Rollback").Call(jen.Id("ctx")).Comment("after Commit, a no-op"),
+	}
+	if m.Result != nil {
+		body = append(body, must(jen.Id("first"), "first call")...)
+		body = append(body, must(jen.Id("again"), "retry in the same transaction")...)
+		body = append(body, jen.If(jen.Op("!").Qual("reflect", "DeepEqual").Call(jen.Id("first"), jen.Id("again"))).Block(
+			jen.Id("t").Dot("Errorf").Call(jen.Lit("the retry returned %#v, the first call %#v: a replay must equal the original"), jen.Id("again"), jen.Id("first"))))
+	} else {
+		for _, what := range []string{"first call", "retry in the same transaction"} {
+			body = append(body, jen.If(jen.Err().Op(":=").Add(call()), jen.Err().Op("!=").Nil()).Block(
+				jen.Id("t").Dot("Fatalf").Call(jen.Lit(what+": %v"), jen.Err())))
+		}
+	}
+	if m.Mutation != nil {
+		body = append(body,
+			jen.Add(e.changeRequest(m, args)()).Comment("another request under the same key"),
+			jen.If(jen.Err().Op(":=").Add(errOnly(m, call())), jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual(idemPath, "ErrMismatch"))).Block(
+				jen.Id("t").Dot("Errorf").Call(jen.Lit("same key, different request: got error %v, want idem.ErrMismatch"), jen.Err())),
+		)
+	}
+	body = append(body,
+		jen.If(jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("tx").Dot("Exec").Call(jen.Id("ctx"), jen.Lit("SELECT 1")), jen.Err().Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit("the caller's transaction is unusable after a refused claim: %v"), jen.Err())),
+		jen.If(jen.Err().Op(":=").Id("tx").Dot("Commit").Call(jen.Id("ctx")), jen.Err().Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit("commit: %v"), jen.Err())),
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), jen.Lit(m.Key), jen.Lit(1)),
+	)
+	return sub("in the caller's transaction", "Inside one caller transaction ("+m.Name+"InTx): a retry replays, another request is refused, and the transaction stays usable.", body...)
 }
