@@ -446,7 +446,7 @@ func (e *emitter) inTxTest(m *Method, args []string, sub func(string, string, ..
 		argIDs = append(argIDs, jen.Id(a))
 	}
 	call := func() *jen.Statement {
-		return jen.Id("w").Dot(m.Name+"InTx").Call(append([]jen.Code{jen.Id("ctx"), jen.Id("tx")}, argIDs...)...)
+		return jen.Id("w").Dot(m.Name + "InTx").Call(append([]jen.Code{jen.Id("ctx"), jen.Id("tx")}, argIDs...)...)
 	}
 	must := func(lhs jen.Code, what string) []jen.Code {
 		return []jen.Code{
