@@ -139,7 +139,15 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 		}
 		return true
 	case *types.Pointer:
-		return w.check(u.Elem(), path, nil, stack)
+		// A parameter that points to a struct: a generated test may change
+		// a field through it (req.Amount++ works on a non-nil pointer).
+		var through []string
+		if fieldPath != nil && len(fieldPath) == 0 {
+			if _, isStruct := u.Elem().Underlying().(*types.Struct); isStruct {
+				through = fieldPath
+			}
+		}
+		return w.check(u.Elem(), path, through, stack)
 	case *types.Slice:
 		if b, ok := types.Unalias(u.Elem()).(*types.Basic); ok && b.Kind() == types.Byte {
 			w.leaf(path, nil, "")
