@@ -234,6 +234,40 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "Payments.Charge", 1)
 	})
+	t.Run("in the caller's transaction", func(t *testing.T) {
+		// Inside one caller transaction (ChargeInTx): a retry replays, another request is refused, and the transaction stays usable.
+		env, _, w := setup(t)
+		req := samplePaymentsChargeArgs(t)
+		ctx := idemgenCtx(t, "in-tx", "")
+		tx, err := env.db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		defer tx.Rollback(ctx) // after Commit, a no-op
+		first, err := w.ChargeInTx(ctx, tx, req)
+		if err != nil {
+			t.Fatalf("first call: %v", err)
+		}
+		again, err := w.ChargeInTx(ctx, tx, req)
+		if err != nil {
+			t.Fatalf("retry in the same transaction: %v", err)
+		}
+		if !reflect.DeepEqual(first, again) {
+			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
+		}
+		req.Account += "-changed" // another request under the same key
+		if err := idemgenErr(w.ChargeInTx(ctx, tx, req)); !errors.Is(err, idem.ErrMismatch) {
+			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
+		}
+		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatalf("the caller's transaction is unusable after a refused claim: %v", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		env.wantExecutions(t, 1)
+		env.wantRows(t, "Payments.Charge", 1)
+	})
 }
 
 // TestIdempotentPaymentsPayout checks the idempotency of Payments.Payout against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, a failing body, a crash mid-work and its takeover.
@@ -491,6 +525,40 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
+		env.wantRows(t, "Payments.Refund", 1)
+	})
+	t.Run("in the caller's transaction", func(t *testing.T) {
+		// Inside one caller transaction (RefundInTx): a retry replays, another request is refused, and the transaction stays usable.
+		env, _, w := setup(t)
+		req := samplePaymentsRefundArgs(t)
+		ctx := idemgenCtx(t, "in-tx", "")
+		tx, err := env.db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		defer tx.Rollback(ctx) // after Commit, a no-op
+		first, err := w.RefundInTx(ctx, tx, req)
+		if err != nil {
+			t.Fatalf("first call: %v", err)
+		}
+		again, err := w.RefundInTx(ctx, tx, req)
+		if err != nil {
+			t.Fatalf("retry in the same transaction: %v", err)
+		}
+		if !reflect.DeepEqual(first, again) {
+			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
+		}
+		req.PaymentID++ // another request under the same key
+		if err := idemgenErr(w.RefundInTx(ctx, tx, req)); !errors.Is(err, idem.ErrMismatch) {
+			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
+		}
+		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatalf("the caller's transaction is unusable after a refused claim: %v", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		env.wantExecutions(t, 1)
 		env.wantRows(t, "Payments.Refund", 1)
 	})
 }

@@ -200,7 +200,7 @@ func checkFiles(wd string, paths []string, files map[string][]byte, stdout, stde
 			continue
 		}
 		name := rel(wd, p)
-		if d := gen.UnifiedDiff("a/"+name, "b/"+name, have, want); d != "" || (missing && want != nil) {
+		if d := gen.UnifiedDiff("a/"+name, "b/"+name, gen.WithoutInputsStamp(have), gen.WithoutInputsStamp(want)); d != "" || (missing && want != nil) {
 			if d == "" {
 				d = fmt.Sprintf("--- a/%s (missing)\n+++ b/%s\n", name, name)
 			}
