@@ -1,0 +1,88 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
+)
+
+// lossyConn forwards everything, but once armed, the first write that
+// carries COMMIT reaches the server and then the connection dies before the
+// answer comes back: the client cannot know whether the commit happened.
+type lossyConn struct {
+	net.Conn
+	armed *atomic.Bool
+	dead  atomic.Bool
+}
+
+func (c *lossyConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err == nil && bytes.Contains(b, []byte("COMMIT")) && c.armed.CompareAndSwap(true, false) {
+		// The bytes are in the server's receive queue: it runs the COMMIT,
+		// but its answer has nowhere to go.
+		c.dead.Store(true)
+		_ = c.Conn.Close()
+	}
+	return n, err
+}
+
+func (c *lossyConn) Read(b []byte) (int, error) {
+	if c.dead.Load() {
+		return 0, errors.New("connection lost after COMMIT was sent")
+	}
+	return c.Conn.Read(b)
+}
+
+func TestUnknownCommitOutcomeSettledByTheLedger(t *testing.T) {
+	var armed atomic.Bool
+	var mu sync.Mutex
+	db := idemtest.New(t, idemtest.WithSetup(paymentsDDL), idemtest.WithPoolConfig(func(c *pgxpool.Config) {
+		// The simple protocol puts the statement text on the wire, so the
+		// conn can see the COMMIT go by.
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		dial := c.ConnConfig.DialFunc
+		c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			var d net.Dialer
+			raw, err := d.DialContext(ctx, network, addr)
+			if dial != nil {
+				raw, err = dial(ctx, network, addr)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return &lossyConn{Conn: raw, armed: &armed}, nil
+		}
+	}))
+	var executed atomic.Int64
+	s, err := idem.NewStore(db.Pool, idem.WithBackoff(time.Millisecond), idem.WithHooks(idem.Hooks{
+		Executed: func(context.Context, idem.Event) { executed.Add(1) },
+	}))
+	require.NoError(t, err)
+
+	armed.Store(true)
+	ctx, o := idem.WithOutcome(keyed("unknown"))
+	r, err := idem.Atomic(ctx, s, chargeMethod(), fp("100"), charge(100))
+	require.NoError(t, err, "the next attempt read the ledger row instead of guessing")
+	assert.False(t, armed.Load(), "the commit's answer was lost")
+	assert.Equal(t, int64(1), executed.Load(), "the body ran once: the commit had happened")
+	assert.True(t, o.Replayed(), "the outcome was settled by reading the stored response")
+	assert.Equal(t, int64(100), r.Amount)
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM payments`).Scan(&n))
+	assert.Equal(t, 1, n)
+}
