@@ -14,7 +14,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/txtar"
 
-	"github.com/idemgen/idemgen/gen/internal/testmod"
+	"github.com/idemgen/idemgen/internal/testmod"
 	"github.com/stretchr/testify/require"
 )
 

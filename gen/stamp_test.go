@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgen/idemgen/gen/internal/testmod"
+	"github.com/idemgen/idemgen/internal/testmod"
 )
 
 // stampModule generates a small package and writes its outputs.

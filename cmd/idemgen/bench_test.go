@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/internal/testmod"
 )
 
 // BenchmarkGoGenerate times `go generate ./...` on a package with 1, 10 and
@@ -25,7 +27,7 @@ func BenchmarkGoGenerate(b *testing.B) {
 			for i := range n {
 				fmt.Fprintf(&src, "\n// M%d is method %d.\n//\n//go:generate idemgen -v -tests=false -migration-format=plain\nfunc (s *Svc) M%d(ctx context.Context, id string, n int) error { return nil }\n", i, i, i)
 			}
-			dir := newModule(b, "bench", map[string][]byte{"svc/svc.go": []byte(src.String())})
+			dir := testmod.New(b, "bench", map[string][]byte{"svc/svc.go": []byte(src.String())})
 			path := benchToolPath(b)
 			file := filepath.Join(dir, "svc", "svc.go")
 			loads := 0
@@ -52,7 +54,7 @@ func BenchmarkGoGenerate(b *testing.B) {
 // start-up would inflate every directive) and returns a PATH that finds it.
 func benchToolPath(b *testing.B) string {
 	bin := b.TempDir()
-	r := sh(b, filepath.Join(repoRoot(b), "cmd", "idemgen"), os.Getenv("PATH"), nil, "go", "build", "-o", filepath.Join(bin, "idemgen"), ".")
+	r := sh(b, filepath.Join(testmod.RepoRoot(b), "cmd", "idemgen"), os.Getenv("PATH"), nil, "go", "build", "-o", filepath.Join(bin, "idemgen"), ".")
 	if r.code != 0 {
 		b.Fatalf("build idemgen: %s", r.stderr)
 	}
@@ -67,7 +69,7 @@ func BenchmarkGoGenerateFloor(b *testing.B) {
 			for i := range n {
 				fmt.Fprintf(&src, "\n// M%d is method %d.\n//\n//go:generate true\nfunc (s *Svc) M%d(ctx context.Context, id string, n int) error { return nil }\n", i, i, i)
 			}
-			dir := newModule(b, "floor", map[string][]byte{"svc/svc.go": []byte(src.String())})
+			dir := testmod.New(b, "floor", map[string][]byte{"svc/svc.go": []byte(src.String())})
 			path := os.Getenv("PATH")
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

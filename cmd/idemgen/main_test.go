@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/gen"
+	"github.com/idemgen/idemgen/internal/testmod"
 )
 
 // TestMain lets the test binary act as idemgen: a symlink named idemgen to
@@ -40,7 +41,7 @@ func toolPath(t *testing.T) string {
 // loadModule reads a txtar of module files from testdata/e2e.
 func loadModule(t *testing.T, name string) map[string][]byte {
 	t.Helper()
-	ar, err := txtar.ParseFile(filepath.Join(repoRoot(t), "testdata", "e2e", name+".txtar"))
+	ar, err := txtar.ParseFile(filepath.Join(testmod.RepoRoot(t), "testdata", "e2e", name+".txtar"))
 	require.NoError(t, err)
 	files := map[string][]byte{}
 	for _, f := range ar.Files {
@@ -53,7 +54,7 @@ func loadModule(t *testing.T, name string) map[string][]byte {
 // package uses "go tool idemgen", which needs the tool directive.
 func shopModule(t *testing.T) string {
 	t.Helper()
-	dir := newModule(t, "shop", loadModule(t, "shop"))
+	dir := testmod.New(t, "shop", loadModule(t, "shop"))
 	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), append(gomod, "\ntool github.com/idemgen/idemgen/cmd/idemgen\n"...), 0o644))
@@ -214,7 +215,7 @@ func TestUsage(t *testing.T) {
 // TestDebugModel prints the model built from the directives and writes
 // nothing.
 func TestDebugModel(t *testing.T) {
-	dir := newModule(t, "model", map[string][]byte{"svc/svc.go": []byte(`package svc
+	dir := testmod.New(t, "model", map[string][]byte{"svc/svc.go": []byte(`package svc
 
 import (
 	"context"

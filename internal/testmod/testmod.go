@@ -18,7 +18,7 @@ func RepoRoot(t testing.TB) string {
 	if !ok {
 		t.Fatal("testmod: cannot locate the repository")
 	}
-	return filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(file))))
+	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
 var requireRE = regexp.MustCompile(`(?ms)^require (\(.*?^\)|[^\n]*)`)
