@@ -8,10 +8,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/internal/pgbin"
 )
 
 // EnvDatabaseURL names the environment variable that points the tests at an
@@ -125,7 +125,7 @@ func startServer(ctx context.Context) (*server, error) {
 		}
 		return &server{admin: admin, baseURL: u}, nil
 	}
-	bin, err := findBinaries(debianBinaries)
+	bin, err := findBinaries(pgbin.DebianBinaries)
 	if err != nil {
 		return nil, err
 	}
@@ -150,77 +150,25 @@ func openAdmin(ctx context.Context, connString string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// debianBinaries is where Debian and Ubuntu install the server binaries of
-// each PostgreSQL major version.
-const debianBinaries = "/usr/lib/postgresql/*/bin"
-
 // findBinaries returns the directory holding initdb and postgres: PATH first,
 // then the highest version among the directories matching pattern
-// (debianBinaries outside tests).
+// (pgbin.DebianBinaries outside tests).
 func findBinaries(pattern string) (string, error) {
-	if initdb, err := exec.LookPath("initdb"); err == nil {
-		dir := filepath.Dir(initdb)
-		if isExecutable(filepath.Join(dir, "postgres")) {
-			return dir, nil
-		}
-	}
-	matches, _ := filepath.Glob(pattern)
-	type candidate struct {
-		dir     string
-		version []int
-	}
-	var found []candidate
-	for _, dir := range matches {
-		if !isExecutable(filepath.Join(dir, "initdb")) || !isExecutable(filepath.Join(dir, "postgres")) {
-			continue
-		}
-		found = append(found, candidate{dir: dir, version: parseVersion(filepath.Base(filepath.Dir(dir)))})
-	}
-	if len(found) == 0 {
+	dir, err := pgbin.Find(pattern)
+	if errors.Is(err, pgbin.ErrNotFound) {
 		return "", errors.New(noServerHelp)
 	}
-	slices.SortFunc(found, func(a, b candidate) int { return slices.Compare(b.version, a.version) })
-	return found[0].dir, nil
-}
-
-// parseVersion turns "15" or "9.6" into comparable numbers.
-func parseVersion(s string) []int {
-	var v []int
-	for _, p := range strings.Split(s, ".") {
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			return nil
-		}
-		v = append(v, n)
-	}
-	return v
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+	return dir, err
 }
 
 // runAs is the system user initdb and postgres run as: nil for the current
 // user, the postgres user when running as root (PostgreSQL refuses root).
 func runAs() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
+	cred, err := pgbin.ServerUser()
+	if errors.Is(err, pgbin.ErrNoServerUser) {
+		return nil, fmt.Errorf("idemtest: %w; run the tests as a non-root user, create a postgres user (useradd --system postgres), or set %s", err, EnvDatabaseURL)
 	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("idemtest: running as root, PostgreSQL must run as another user, and the postgres system user was not found (%w); "+
-			"run the tests as a non-root user, create a postgres user (useradd --system postgres), or set %s", err, EnvDatabaseURL)
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("idemtest: postgres user has uid %q: %w", u.Uid, err)
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("idemtest: postgres user has gid %q: %w", u.Gid, err)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return cred, err
 }
 
 // tempRoot is where server directories are made: the system temp directory,
@@ -297,7 +245,7 @@ func startLocal(ctx context.Context, bin string, settings []string) (_ *server, 
 	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
 		"-D", data, "--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C")
 	initdb.Dir = dir
-	initdb.Env = childEnv()
+	initdb.Env = pgbin.ServerEnv()
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("idemtest: %s failed: %w\n%s", initdb.String(), err, out)
@@ -324,18 +272,6 @@ func startLocal(ctx context.Context, bin string, settings []string) (_ *server, 
 	}
 	srv.admin = admin
 	return srv, nil
-}
-
-// childEnv is the environment of initdb and postgres: ours without PG*
-// variables, which are meant for clients and could redirect the server.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PG") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "LC_ALL=C")
 }
 
 // launch starts the postmaster. The process is started from a goroutine locked
@@ -369,7 +305,7 @@ func (s *server) launch(bin, data, sock string, cred *syscall.Credential, settin
 	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Dir = s.dir
-	cmd.Env = childEnv()
+	cmd.Env = pgbin.ServerEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
 

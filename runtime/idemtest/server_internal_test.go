@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/pgbin"
 )
 
 // envOrphanChild makes the test binary act as a test binary that starts a
@@ -149,7 +151,7 @@ func TestFindBinariesPicksHighestVersion(t *testing.T) {
 }
 
 func TestStartupFailureShowsServerLog(t *testing.T) {
-	bin, err := findBinaries(debianBinaries)
+	bin, err := findBinaries(pgbin.DebianBinaries)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
 	defer cancel()

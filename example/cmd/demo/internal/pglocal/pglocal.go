@@ -16,28 +16,22 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// debianBinaries is where Debian and Ubuntu install each major version's
-// server binaries.
-const debianBinaries = "/usr/lib/postgresql/*/bin"
+	"github.com/idemgen/idemgen/internal/pgbin"
+)
 
 // maxSocketPath keeps the socket path under the kernel's sun_path limit.
 const maxSocketPath = 100
 
 // ErrNoBinaries is returned when neither PATH nor /usr/lib/postgresql/*/bin
 // holds initdb and postgres.
-var ErrNoBinaries = errors.New("no PostgreSQL server binaries (initdb, postgres) on PATH or under " + debianBinaries +
+var ErrNoBinaries = errors.New("no PostgreSQL server binaries (initdb, postgres) on PATH or under " + pgbin.DebianBinaries +
 	": install them (Debian/Ubuntu: apt-get install postgresql-15; Fedora: dnf install postgresql-server; macOS: brew install postgresql@15) " +
 	"or set DATABASE_URL to a server to use")
 
@@ -58,13 +52,16 @@ type Server struct {
 // Start runs initdb into a new temporary directory and starts postgres on a
 // unix socket there. ctx bounds the start-up only. Stop the server with Stop.
 func Start(ctx context.Context) (_ *Server, err error) {
-	bin, err := findBinaries()
+	bin, err := pgbin.Find(pgbin.DebianBinaries)
+	if errors.Is(err, pgbin.ErrNotFound) {
+		err = ErrNoBinaries
+	}
 	if err != nil {
 		return nil, err
 	}
-	cred, err := runAs()
+	cred, err := pgbin.ServerUser()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w; run the demo as a normal user, create one (useradd --system postgres), or set DATABASE_URL", err)
 	}
 	root := os.TempDir()
 	if cred != nil || len(root)+len("/idemgen-demo-1234567890/sock/.s.PGSQL.5432") > maxSocketPath {
@@ -99,7 +96,7 @@ func Start(ctx context.Context) (_ *Server, err error) {
 	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
 		"-D", data, "--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C")
 	initdb.Dir = dir
-	initdb.Env = childEnv()
+	initdb.Env = pgbin.ServerEnv()
 	initdb.SysProcAttr = procAttr(cred, syscall.SIGKILL)
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%s failed: %w\n%s", initdb, err, out)
@@ -144,7 +141,7 @@ func (s *Server) launch(data, sock string, cred *syscall.Credential) error {
 		"-c", "logging_collector=off",
 	)
 	cmd.Dir = s.Dir
-	cmd.Env = childEnv()
+	cmd.Env = pgbin.ServerEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = procAttr(cred, syscall.SIGQUIT)
 
@@ -214,78 +211,4 @@ func (s *Server) logTail() string {
 		b = b[len(b)-4<<10:]
 	}
 	return "\n--- postgres log ---\n" + string(bytes.TrimSpace(b))
-}
-
-// findBinaries returns the directory holding initdb and postgres: PATH first,
-// then the highest version under /usr/lib/postgresql.
-func findBinaries() (string, error) {
-	if initdb, err := exec.LookPath("initdb"); err == nil {
-		if dir := filepath.Dir(initdb); isExecutable(filepath.Join(dir, "postgres")) {
-			return dir, nil
-		}
-	}
-	matches, _ := filepath.Glob(debianBinaries)
-	var dirs []string
-	for _, dir := range matches {
-		if isExecutable(filepath.Join(dir, "initdb")) && isExecutable(filepath.Join(dir, "postgres")) {
-			dirs = append(dirs, dir)
-		}
-	}
-	if len(dirs) == 0 {
-		return "", ErrNoBinaries
-	}
-	slices.SortFunc(dirs, func(a, b string) int { return slices.Compare(version(b), version(a)) })
-	return dirs[0], nil
-}
-
-// version turns /usr/lib/postgresql/15/bin into [15] (or 9.6 into [9 6]).
-func version(binDir string) []int {
-	var v []int
-	for _, p := range strings.Split(filepath.Base(filepath.Dir(binDir)), ".") {
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			return nil
-		}
-		v = append(v, n)
-	}
-	return v
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
-// runAs is the user the server runs as: nil for the current user, the
-// postgres system user when running as root.
-func runAs() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root, PostgreSQL must run as another user, and there is no postgres user (%w): "+
-			"run the demo as a normal user, create one (useradd --system postgres), or set DATABASE_URL", err)
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("postgres user has uid %q: %w", u.Uid, err)
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("postgres user has gid %q: %w", u.Gid, err)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// childEnv is our environment without PG* variables, which are meant for
-// clients and could redirect the server.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PG") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "LC_ALL=C")
 }

@@ -38,9 +38,3 @@ func TestStartStop(t *testing.T) {
 	_, err = os.Stat(s.Dir)
 	assert.True(t, os.IsNotExist(err), "the server directory %s is left behind: %v", s.Dir, err)
 }
-
-func TestVersionOrder(t *testing.T) {
-	assert.Equal(t, []int{15}, version("/usr/lib/postgresql/15/bin"))
-	assert.Equal(t, []int{9, 6}, version("/usr/lib/postgresql/9.6/bin"))
-	assert.Nil(t, version("/opt/pg/bin"))
-}
