@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/tools/go/packages"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // Import paths the generator recognises by type, never by name.
@@ -81,7 +81,7 @@ type settings struct {
 // mergeSettings resolves the package-level flags. Two directives that set
 // one differently are an error at both positions.
 func mergeSettings(ds []*Directive, e *errs) settings {
-	s := settings{table: idem.DefaultTable, migrations: DefaultMigrations, format: DefaultMigrationFormat, tests: true}
+	s := settings{table: ledger.DefaultTable, migrations: DefaultMigrations, format: DefaultMigrationFormat, tests: true}
 	for _, name := range []string{"table", "migrations", "migration-format", "tests", "tags"} {
 		var first *Directive
 		for _, d := range ds {
@@ -170,7 +170,7 @@ func build(l *loaded) (*Package, ErrorList) {
 	m := &Package{Path: p.PkgPath, Name: p.Name, Dir: dir, MigrationFormat: st.format, Tests: st.tests,
 		MigrationsDir: filepath.ToSlash(filepath.Clean(st.migrations))}
 	b.model = m
-	if id, err := idem.ParseIdent(st.table); err != nil {
+	if id, err := ledger.ParseIdent(st.table); err != nil {
 		pos := fs[0].d.Pos
 		for _, f := range fs {
 			if f.d.IsSet("table") {

@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 	"github.com/idemgen/idemgen/templates"
 )
 
@@ -42,7 +42,7 @@ func generatorID() string {
 	}
 	hashFS(sources, true)
 	hashFS(templates.FS, false)
-	if l, err := idem.LedgerSchema(idem.DefaultTable); err == nil {
+	if l, err := ledger.New(ledger.DefaultTable); err == nil {
 		fmt.Fprintf(h, "%s\x00", strings.Join(l.DDL(), "\n"))
 	}
 	return hex.EncodeToString(h.Sum(nil))

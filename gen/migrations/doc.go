@@ -2,7 +2,7 @@
 // idempotency ledger, for goose (the default), golang-migrate, tern, dbmate,
 // Atlas or plain SQL run by psql.
 //
-// The DDL comes from idem.LedgerSchema, the one definition the runtime's
+// The DDL comes from ledger.New (runtime/idem/ledger), the one definition the runtime's
 // queries use too. Plan is a pure function from the directory's current files
 // to the files it must hold:
 //

@@ -12,7 +12,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 	"github.com/idemgen/idemgen/templates"
 )
 
@@ -44,7 +44,7 @@ type Config struct {
 	// dbmate, atlas or plain.
 	Format string
 	// Table is the ledger table, possibly schema-qualified; default
-	// idem.DefaultTable.
+	// ledger.DefaultTable.
 	Table string
 	// Methods are the methods that need the ledger, for the reviewer's
 	// header (sorted by Plan).
@@ -66,7 +66,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("unknown migration format %q: use one of %s", c.Format, strings.Join(Formats(), ", "))
 	}
 	if c.Table == "" {
-		c.Table = idem.DefaultTable
+		c.Table = ledger.DefaultTable
 	}
 	if c.LockTimeout == 0 {
 		c.LockTimeout = DefaultLockTimeout
@@ -98,21 +98,21 @@ func Plan(cfg Config, existing map[string][]byte) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ledger, err := idem.LedgerSchema(cfg.Table)
+	schema, err := ledger.New(cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
-	return plan(cfg, ledger, existing)
+	return plan(cfg, schema, existing)
 }
 
 // plan is Plan for an explicit ledger schema; tests pass older schemas to
 // exercise the migrations a schema change produces.
-func plan(cfg Config, ledger idem.Ledger, existing map[string][]byte) (map[string][]byte, error) {
+func plan(cfg Config, schema ledger.Schema, existing map[string][]byte) (map[string][]byte, error) {
 	st, err := readState(cfg.Format, existing)
 	if err != nil {
 		return nil, err
 	}
-	steps, err := diff(cfg, ledger, st)
+	steps, err := diff(cfg, schema, st)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func plan(cfg Config, ledger idem.Ledger, existing map[string][]byte) (map[strin
 	for name := range st.owned {
 		out[name] = existing[name]
 	}
-	r, err := newRenderer(cfg, ledger)
+	r, err := newRenderer(cfg, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -154,11 +154,11 @@ func plan(cfg Config, ledger idem.Ledger, existing map[string][]byte) (map[strin
 // renderer executes the embedded templates.
 type renderer struct {
 	cfg    Config
-	ledger idem.Ledger
+	ledger ledger.Schema
 	tmpl   *template.Template
 }
 
-func newRenderer(cfg Config, ledger idem.Ledger) (*renderer, error) {
+func newRenderer(cfg Config, schema ledger.Schema) (*renderer, error) {
 	t, err := template.New("migrations").Funcs(template.FuncMap{
 		"para": para,
 		"join": strings.Join,
@@ -166,7 +166,7 @@ func newRenderer(cfg Config, ledger idem.Ledger) (*renderer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migrations: parse templates: %w", err)
 	}
-	return &renderer{cfg: cfg, ledger: ledger, tmpl: t}, nil
+	return &renderer{cfg: cfg, ledger: schema, tmpl: t}, nil
 }
 
 func (r *renderer) exec(name string, data any) ([]byte, error) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // stmt is one group of SQL lines in a migration, with the comment lines a
@@ -66,7 +66,7 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 
 // qualified quotes a sibling object of the ledger table (an index), with the
 // table's schema.
-func qualified(t idem.Ident, name string) string {
+func qualified(t ledger.Ident, name string) string {
 	if t.Schema != "" {
 		return quoteIdent(t.Schema) + "." + quoteIdent(name)
 	}

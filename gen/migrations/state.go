@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // stateVersion is the version of the machine-readable "-- idemgen:" line.
@@ -106,7 +106,7 @@ func parseState(line string) (fileState, error) {
 	if f.table == "" {
 		return f, fmt.Errorf("no table= field")
 	}
-	if _, err := idem.ParseIdent(f.table); err != nil {
+	if _, err := ledger.ParseIdent(f.table); err != nil {
 		return f, err
 	}
 	return f, nil
@@ -234,15 +234,15 @@ func (st *dirState) add(fs fileState) {
 // step is one schema change Plan turns into a migration.
 type step struct {
 	kind      string // create, alter or index
-	columns   []idem.Column
+	columns   []ledger.Column
 	storage   map[string]string // alter: the settings after the migration, nil if unchanged
 	prevStore map[string]string // alter: the settings before it
-	index     idem.Index        // index
+	index     ledger.Index      // index
 	oldTables []string          // create: tables earlier migrations created
 }
 
 // diff compares the schema the directory creates with the one cfg asks for.
-func diff(cfg Config, l idem.Ledger, st dirState) ([]step, error) {
+func diff(cfg Config, l ledger.Schema, st dirState) ([]step, error) {
 	name := l.Table.String()
 	want := storageMap(l.Storage)
 	t := st.tables[name]
@@ -260,7 +260,7 @@ func diff(cfg Config, l idem.Ledger, st dirState) ([]step, error) {
 			name, strings.Join(t.key, ", "), strings.Join(l.Key, ", "))
 	}
 	var steps []step
-	var add []idem.Column
+	var add []ledger.Column
 	for _, c := range l.Columns {
 		if t.columns[c.Name] {
 			continue

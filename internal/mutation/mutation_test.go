@@ -95,8 +95,8 @@ var (
 	notInProgress = regexp.MustCompile(`retry while the crashed attempt holds the key: got error <nil>, want idem\.ErrInProgress`)
 )
 
-// The unique index: the primary key written by CREATE TABLE (schema.go).
-var primaryKey = edit{"schema.go",
+// The unique index: the primary key written by CREATE TABLE (ledger/ledger.go).
+var primaryKey = edit{"ledger/ledger.go",
 	"\tfor _, c := range l.Columns {\n" +
 		"\t\tfmt.Fprintf(&b, \"    %s,\\n\", c.Def())\n" +
 		"\t}\n" +
@@ -252,6 +252,14 @@ func mutations() []mutation {
 	}
 }
 
+// packageName is the package of a file of runtime/idem, named relative to it.
+func packageName(file string) string {
+	if dir := filepath.Dir(file); dir != "." {
+		return filepath.Base(dir)
+	}
+	return "idem"
+}
+
 // unchanged is the control: unchanged copies of every file the mutations
 // touch, overlaid the same way, so a mutated run differs from the control by
 // the mutation's edits alone.
@@ -262,7 +270,8 @@ func unchanged(ms []mutation) mutation {
 		for _, e := range m.edits {
 			if !seen[e.file] {
 				seen[e.file] = true
-				c.edits = append(c.edits, edit{e.file, "package idem\n", "package idem\n"})
+				clause := "package " + packageName(e.file) + "\n"
+				c.edits = append(c.edits, edit{e.file, clause, clause})
 			}
 		}
 	}
@@ -404,6 +413,7 @@ func mutate(t *testing.T, root, dir string, m mutation) string {
 	replace := map[string]string{}
 	for _, f := range order {
 		path := filepath.Join(dir, f)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 		require.NoError(t, os.WriteFile(path, []byte(texts[f]), 0o644))
 		replace[filepath.Join(root, "runtime", "idem", f)] = path
 	}
