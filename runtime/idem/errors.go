@@ -33,6 +33,7 @@ type KeyError struct {
 	Reason string
 }
 
+// Error says why the key was rejected.
 func (e *KeyError) Error() string { return "idem: invalid idempotency key: " + e.Reason }
 
 // Unwrap returns ErrInvalidKey.
@@ -47,6 +48,7 @@ type MismatchError struct {
 	Got    []byte // fingerprint of this request
 }
 
+// Error names the method, the key and both fingerprints, and what to do.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("idem: %s: key %q was first used with request %s, now with %s; use a new key for a new request",
 		e.Method, e.Key, ShortHex(e.Stored), ShortHex(e.Got))
@@ -63,6 +65,7 @@ type InProgressError struct {
 	RetryAfter time.Duration // time left on the holder's lock, at least 1s (not rounded: round up when sending it)
 }
 
+// Error names the method and the key, and when to retry.
 func (e *InProgressError) Error() string {
 	return fmt.Sprintf("idem: %s: key %q is in progress; retry after %s", e.Method, e.Key, e.RetryAfter)
 }
@@ -79,6 +82,7 @@ type ReplayedError struct {
 	Sentinel error  // the declared sentinel, nil if the name is no longer declared
 }
 
+// Error returns the original error's message.
 func (e *ReplayedError) Error() string { return e.Msg }
 
 // Unwrap returns the sentinel.
