@@ -60,18 +60,7 @@ func pgDuration(d time.Duration) string {
 	return fmt.Sprintf("'%dms'", d/time.Millisecond)
 }
 
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
-
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-// qualified quotes a sibling object of the ledger table (an index), with the
-// table's schema.
-func qualified(t ledger.Ident, name string) string {
-	if t.Schema != "" {
-		return quoteIdent(t.Schema) + "." + quoteIdent(name)
-	}
-	return quoteIdent(name)
-}
 
 // toolTx reports whether the tool wraps each migration in a transaction of
 // its own (as opposed to files that say BEGIN/COMMIT themselves).
@@ -196,7 +185,7 @@ func (r *renderer) createStmts() (up, down []stmt) {
 		quoteLiteral("idempotency ledger written by idemgen: one row per (scope, method, key)"))}
 	for _, c := range l.Columns {
 		if c.Comment != "" {
-			comments = append(comments, fmt.Sprintf("COMMENT ON COLUMN %s.%s IS %s;", l.Table.Quoted(), quoteIdent(c.Name), quoteLiteral(c.Comment)))
+			comments = append(comments, fmt.Sprintf("COMMENT ON COLUMN %s.%s IS %s;", l.Table.Quoted(), ledger.Quote(c.Name), quoteLiteral(c.Comment)))
 		}
 	}
 	up = append(up, stmt{Why: []string{"Column comments, for operators reading \\d+ in psql."}, SQL: strings.Join(comments, "\n")})
@@ -251,7 +240,7 @@ func (r *renderer) alterStmts(s step) (up, down []stmt) {
 	for _, c := range s.columns {
 		sql := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s;", q, c.Def())
 		if c.Comment != "" {
-			sql += fmt.Sprintf("\nCOMMENT ON COLUMN %s.%s IS %s;", q, quoteIdent(c.Name), quoteLiteral(c.Comment))
+			sql += fmt.Sprintf("\nCOMMENT ON COLUMN %s.%s IS %s;", q, ledger.Quote(c.Name), quoteLiteral(c.Comment))
 		}
 		up = append(up, stmt{Why: []string{capitalize(c.Comment) + "."}, SQL: sql})
 	}
@@ -281,7 +270,7 @@ func (r *renderer) alterStmts(s step) (up, down []stmt) {
 		down = append(down, stmt{
 			Why:    []string{"A rollback drops the column the up migration added, with its data."},
 			Ignore: "ban-drop-column",
-			SQL:    fmt.Sprintf("ALTER TABLE %s DROP COLUMN IF EXISTS %s;", q, quoteIdent(c.Name)),
+			SQL:    fmt.Sprintf("ALTER TABLE %s DROP COLUMN IF EXISTS %s;", q, ledger.Quote(c.Name)),
 		})
 	}
 	return r.txWrap(up, true), r.txWrap(down, false)
@@ -373,7 +362,7 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 	l := r.ledger
 	ix := s.index
 	name := l.Table.Derived(ix.Suffix)
-	qname := qualified(l.Table, name)
+	qname := l.Table.QuotedDerived(ix.Suffix)
 	lock := pgDuration(r.cfg.LockTimeout)
 	d := r.base("index")
 	d.IndexName = name

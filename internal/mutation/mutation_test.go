@@ -100,7 +100,7 @@ var primaryKey = edit{"ledger/ledger.go",
 	"\tfor _, c := range l.Columns {\n" +
 		"\t\tfmt.Fprintf(&b, \"    %s,\\n\", c.Def())\n" +
 		"\t}\n" +
-		"\tfmt.Fprintf(&b, \"    CONSTRAINT %s PRIMARY KEY (%s)\\n)\", quote(l.PrimaryKeyName()), quoteList(l.Key))\n",
+		"\tfmt.Fprintf(&b, \"    CONSTRAINT %s PRIMARY KEY (%s)\\n)\", Quote(l.PrimaryKeyName()), quoteList(l.Key))\n",
 	"\tfor i, c := range l.Columns {\n" +
 		"\t\tif i > 0 {\n" +
 		"\t\t\tb.WriteString(\",\\n\")\n" +

@@ -64,9 +64,9 @@ func ParseIdent(s string) (Ident, error) {
 // Quoted renders the identifier double-quoted, e.g. "billing"."idempotency_keys".
 func (id Ident) Quoted() string {
 	if id.Schema != "" {
-		return quote(id.Schema) + "." + quote(id.Name)
+		return Quote(id.Schema) + "." + Quote(id.Name)
 	}
-	return quote(id.Name)
+	return Quote(id.Name)
 }
 
 // String renders the identifier unquoted.
@@ -87,7 +87,17 @@ func (id Ident) Derived(suffix string) string {
 	return n
 }
 
-func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+// QuotedDerived renders Derived(suffix) double-quoted and qualified with the
+// identifier's schema, the way DROP INDEX needs an index name.
+func (id Ident) QuotedDerived(suffix string) string {
+	if id.Schema != "" {
+		return Quote(id.Schema) + "." + Quote(id.Derived(suffix))
+	}
+	return Quote(id.Derived(suffix))
+}
+
+// Quote renders one SQL identifier double-quoted.
+func Quote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
 // Column is one ledger column.
 type Column struct {
@@ -101,7 +111,7 @@ type Column struct {
 // Def renders the column definition used in CREATE TABLE and ADD COLUMN.
 func (c Column) Def() string {
 	var b strings.Builder
-	b.WriteString(quote(c.Name) + " " + c.Type)
+	b.WriteString(Quote(c.Name) + " " + c.Type)
 	if c.NotNull {
 		b.WriteString(" NOT NULL")
 	}
@@ -178,7 +188,7 @@ func (l Schema) CreateTableSQL() string {
 	for _, c := range l.Columns {
 		fmt.Fprintf(&b, "    %s,\n", c.Def())
 	}
-	fmt.Fprintf(&b, "    CONSTRAINT %s PRIMARY KEY (%s)\n)", quote(l.PrimaryKeyName()), quoteList(l.Key))
+	fmt.Fprintf(&b, "    CONSTRAINT %s PRIMARY KEY (%s)\n)", Quote(l.PrimaryKeyName()), quoteList(l.Key))
 	if len(l.Storage) > 0 {
 		b.WriteString(" WITH (")
 		for i, p := range l.Storage {
@@ -204,7 +214,7 @@ func (l Schema) CreateIndexSQL(ix Index, concurrently bool) string {
 		kw += " CONCURRENTLY"
 	}
 	return fmt.Sprintf("CREATE %s IF NOT EXISTS %s ON %s (%s);",
-		kw, quote(l.Table.Derived(ix.Suffix)), l.Table.Quoted(), quoteList(ix.Columns))
+		kw, Quote(l.Table.Derived(ix.Suffix)), l.Table.Quoted(), quoteList(ix.Columns))
 }
 
 // DDL returns the statements that create the ledger in an empty database, in
@@ -220,7 +230,7 @@ func (l Schema) DDL() []string {
 func quoteList(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
-		q[i] = quote(c)
+		q[i] = Quote(c)
 	}
 	return strings.Join(q, ", ")
 }

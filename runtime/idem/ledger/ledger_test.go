@@ -16,6 +16,8 @@ func TestParseIdent(t *testing.T) {
 	assert.Equal(t, `"billing"."idempotency_keys"`, id.Quoted())
 	assert.Equal(t, "billing.idempotency_keys", id.String())
 	assert.Equal(t, "idempotency_keys_pkey", id.Derived("pkey"))
+	assert.Equal(t, `"billing"."idempotency_keys_expires_at_idx"`, id.QuotedDerived("expires_at_idx"))
+	assert.Equal(t, `"a""b"`, ledger.Quote(`a"b`))
 	for _, ok := range []string{"a", "_x", "t1", strings.Repeat("a", 63)} {
 		_, err := ledger.ParseIdent(ok)
 		assert.NoError(t, err, ok)
