@@ -57,9 +57,15 @@ func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []by
 
 func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, body func(context.Context, pgx.Tx) (R, error)) (R, error) {
 	var zero R
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return zero, storeErr(c.method, "acquire connection", err)
+	}
+	defer conn.Release()
+
 	// A retry of a finished request is answered by this one read. It only
 	// ever replays: the decision to run the body is the claim's alone.
-	r, found, err := s.readRow(ctx, s.pool, c)
+	r, found, err := s.readRow(ctx, conn, c)
 	if err != nil {
 		return zero, err
 	}
@@ -67,11 +73,6 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		return settle(ctx, s, m, c, r)
 	}
 
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return zero, storeErr(c.method, "acquire connection", err)
-	}
-	defer conn.Release()
 	committed := false
 	defer func() {
 		if !committed { // error, lost claim, or a panic on its way up

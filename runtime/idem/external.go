@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 type waitCtx struct{}
@@ -108,7 +110,7 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 		}
 		return ex, zero, nil
 	}
-	if !isNoRows(err) {
+	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, zero, storeErr(c.method, "claim", err)
 	}
 	r, found, err := s.readRow(ctx, s.pool, c)

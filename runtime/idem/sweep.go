@@ -6,7 +6,6 @@ import (
 
 	"time"
 
-	"github.com/jackc/pgx/v5"
 )
 
 // DefaultSweepBatch is the number of rows one sweep transaction deletes.
@@ -69,5 +68,3 @@ func (s *Store) Janitor(ctx context.Context, interval time.Duration, batch int) 
 		}
 	}
 }
-
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
