@@ -3,9 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
-
 	"time"
-
 )
 
 // DefaultSweepBatch is the number of rows one sweep transaction deletes.
