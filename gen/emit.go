@@ -23,12 +23,9 @@ func newEmitter(m *Package) *emitter {
 	return e
 }
 
-func newFile(m *Package, stamp []string) *jen.File {
+func newFile(m *Package) *jen.File {
 	f := jen.NewFilePathName(m.Path, m.Name)
 	f.HeaderComment(Header)
-	for _, s := range stamp {
-		f.HeaderComment(s)
-	}
 	f.ImportName("context", "context")
 	f.ImportName("time", "time")
 	f.ImportName("errors", "errors")
@@ -51,9 +48,9 @@ func render(f *jen.File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// emitGo renders the wrappers file.
-func (e *emitter) emitGo(stamp []string) ([]byte, error) {
-	f := newFile(e.m, stamp)
+// emitGo renders the wrappers file, without its stamp.
+func (e *emitter) emitGo() ([]byte, error) {
+	f := newFile(e.m)
 	for _, r := range e.m.Receivers {
 		f.Add(e.wrapperType(r))
 		f.Add(e.constructor(r))

@@ -20,7 +20,7 @@ const (
 // emitTests renders the twin-request tests file. The tests use only the
 // standard library, the package under test and the idemgen runtime.
 func (e *emitter) emitTests() ([]byte, error) {
-	f := newFile(e.m, nil)
+	f := newFile(e.m)
 	f.Add(e.testHelpers())
 	for _, r := range e.m.Receivers {
 		for _, m := range r.Methods {

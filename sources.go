@@ -1,0 +1,17 @@
+// Package idemgen holds the generator's own sources, embedded so that every
+// build of the same generator code (go install, go tool, go run, a test
+// binary) stamps its output with the same identity; see gen/stamp.
+//
+// The generator itself is the idemgen command (cmd/idemgen) over the gen
+// package; services use the runtime packages under runtime/.
+package idemgen
+
+import "embed"
+
+// GeneratorSources are the Go files whose code decides what idemgen emits:
+// the gen package, its migration planner and the stamp package. Test files
+// are embedded too (an embed pattern cannot leave them out); gen/stamp skips
+// them when it hashes.
+//
+//go:embed gen/*.go gen/migrations/*.go gen/stamp/*.go
+var GeneratorSources embed.FS
