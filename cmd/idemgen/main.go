@@ -25,6 +25,9 @@ import (
 	"sort"
 	"strings"
 
+	// Imported first of all for its init, which ends a directive whose
+	// package is up to date before the packages below are initialised.
+	_ "github.com/idemgen/idemgen/cmd/idemgen/internal/fastpath"
 	"github.com/idemgen/idemgen/gen"
 )
 
