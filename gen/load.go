@@ -134,13 +134,14 @@ func writeOverlay(overlay map[string][]byte) (string, func(), error) {
 }
 
 // generatedOverlay maps every file idemgen wrote in the packages that
-// patterns name relative to dir to its bare package clause. load hands
-// it to the go command, which then compiles the packages'
-// export data without their generated code: that code is about to be
-// replaced, can be stale (its compile-time guards fail by design), and for a
-// package with many methods compiling it costs more than the rest of the
-// load. Patterns that are import paths are not looked into; their
-// generated files are only compiled.
+// patterns name relative to dir to its bare package clause. load hands it to
+// the go command, which then compiles the packages' export data without
+// their generated code: that code is about to be replaced, may be stale (its
+// compile-time guards fail by design), and for a package with many methods
+// compiling it costs more than the rest of the load. Code in another package
+// that calls a package's wrappers sees them undefined while generating; like
+// any type error outside an annotated signature, that does not stop
+// generation. Patterns that are import paths are not looked into.
 func generatedOverlay(dir string, patterns []string) map[string][]byte {
 	overlay := map[string][]byte{}
 	add := func(pkgDir string) {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/testmod"
 )
 
 // TestGeneratedOverlay: the files idemgen wrote in the packages a pattern
@@ -61,4 +64,54 @@ func TestStaleOutputDoesNotBlock(t *testing.T) {
 	assert.Equal(t, 1, out.Loads)
 	assert.NotContains(t, string(out.Files[gofile]), "undefinedName")
 	assert.Contains(t, string(out.Files[gofile]), "func (w *IdempotentSvc) Do(")
+}
+
+// TestCallerOfAnotherPackagesWrappers: a package whose code calls another
+// package's generated wrappers generates, both from scratch and again with
+// the outputs in place (when the go command sees them as bare package
+// clauses).
+func TestCallerOfAnotherPackagesWrappers(t *testing.T) {
+	dir := testmod.New(t, "callers", map[string][]byte{
+		"a/a.go": []byte(`package a
+
+import "context"
+
+// Svc is a service.
+type Svc struct{}
+
+// Do does it.
+//
+//go:generate idemgen -tests=false
+func (s *Svc) Do(ctx context.Context, id string) error { return nil }
+`),
+		"b/b.go": []byte(`package b
+
+import (
+	"context"
+
+	"example.com/callers/a"
+)
+
+// Svc calls a's wrappers.
+type Svc struct{ A *a.IdempotentSvc }
+
+// Do does it.
+//
+//go:generate idemgen -tests=false
+func (s *Svc) Do(ctx context.Context, id string) error { return s.A.Do(ctx, id) }
+`),
+	})
+	for run := range 2 {
+		out, err := Generate(context.Background(), Config{Dir: dir, Patterns: []string{"./..."}})
+		require.NoError(t, err, "run %d", run)
+		require.Len(t, out.Packages, 2)
+		for p, b := range out.Files {
+			_, err := WriteFile(p, b)
+			require.NoError(t, err)
+		}
+	}
+	r := exec.Command("go", "build", "./...")
+	r.Dir = dir
+	b, err := r.CombinedOutput()
+	require.NoError(t, err, "%s", b)
 }
