@@ -51,10 +51,11 @@ func load(ctx context.Context, dir string, patterns []string, tags string) ([]*l
 	if tags != "" {
 		cfg.BuildFlags = []string{"-tags=" + tags}
 	}
-	if overlay := generatedOverlay(dir, patterns); len(overlay) > 0 {
+	if overlay := generatedOverlay(dir, patterns); len(overlay) > 0 && !strings.Contains(os.Getenv("GOFLAGS"), "-overlay") {
 		// Given to the go command only, as a build flag: packages.Config's own
 		// Overlay would make go/packages distrust all export data and
-		// type-check every dependency from source.
+		// type-check every dependency from source. An -overlay of the user's
+		// in GOFLAGS is left in charge; the load is only slower.
 		flag, cleanup, err := writeOverlay(overlay)
 		if err != nil {
 			return nil, err

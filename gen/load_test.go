@@ -115,3 +115,17 @@ func (s *Svc) Do(ctx context.Context, id string) error { return s.A.Do(ctx, id) 
 	b, err := r.CombinedOutput()
 	require.NoError(t, err, "%s", b)
 }
+
+// TestUserOverlayInGOFLAGS: an -overlay the user set in GOFLAGS stays in
+// charge (the go command takes one), and generation still works.
+func TestUserOverlayInGOFLAGS(t *testing.T) {
+	pkg := stampModule(t)
+	user := filepath.Join(t.TempDir(), "overlay.json")
+	require.NoError(t, os.WriteFile(user, []byte(`{"Replace":{}}`), 0o644))
+	t.Setenv("GOFLAGS", "-overlay="+user)
+	gofile := filepath.Join(pkg, GoFile)
+	require.NoError(t, os.WriteFile(gofile, []byte(Header+"\n\npackage svc\n\nvar _ = undefinedName\n"), 0o644))
+	out, err := Generate(context.Background(), Config{Dir: pkg, GoFile: "svc.go"})
+	require.NoError(t, err)
+	assert.Contains(t, string(out.Files[gofile]), "func (w *IdempotentSvc) Do(")
+}
