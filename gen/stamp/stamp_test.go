@@ -1,6 +1,7 @@
 package stamp
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen"
 )
 
 // writeTree writes files (slash paths relative to root) under root.
@@ -147,4 +150,26 @@ func replaceIn(t *testing.T, path, old, new string) {
 	require.NoError(t, err)
 	require.Contains(t, string(b), old)
 	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o644))
+}
+
+// TestGeneratorSourcesCoverGen: every non-test Go file under gen/ is part of
+// the generator's identity, so a change to any of them regenerates stamped
+// packages. A new package under gen/ must be added to the embed patterns in
+// the module's sources.go.
+func TestGeneratorSourcesCoverGen(t *testing.T) {
+	n := 0
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		rel, err := filepath.Rel("..", path)
+		require.NoError(t, err)
+		name := "gen/" + filepath.ToSlash(rel)
+		_, err = fs.Stat(idemgen.GeneratorSources, name)
+		assert.NoError(t, err, "%s is not embedded in idemgen.GeneratorSources: add its directory to the patterns in sources.go", name)
+		n++
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Greater(t, n, 10)
 }
