@@ -20,30 +20,49 @@ import (
 )
 
 // lossyConn forwards everything, but once armed, the first write that
-// carries COMMIT reaches the server and then the connection dies before the
-// answer comes back: the client cannot know whether the commit happened.
+// carries COMMIT reaches the server and its answer never reaches the client:
+// the client cannot know whether the commit happened. The answer is read and
+// thrown away before the client is told the connection is gone, so the
+// server has run the COMMIT for certain. (Closing the socket at once would
+// race: a Unix socket closed with unread data resets its peer, which could
+// then abort the transaction before reading the COMMIT.)
 type lossyConn struct {
 	net.Conn
 	armed *atomic.Bool
 	dead  atomic.Bool
+	drain sync.Once
 }
 
 func (c *lossyConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	if err == nil && bytes.Contains(b, []byte("COMMIT")) && c.armed.CompareAndSwap(true, false) {
-		// The bytes are in the server's receive queue: it runs the COMMIT,
-		// but its answer has nowhere to go.
 		c.dead.Store(true)
-		_ = c.Conn.Close()
 	}
 	return n, err
 }
 
 func (c *lossyConn) Read(b []byte) (int, error) {
 	if c.dead.Load() {
+		c.drain.Do(c.swallowCommitAnswer)
 		return 0, errors.New("connection lost after COMMIT was sent")
 	}
 	return c.Conn.Read(b)
+}
+
+// swallowCommitAnswer reads until the server's CommandComplete for the
+// COMMIT (tag "COMMIT") has arrived, then closes the connection.
+func (c *lossyConn) swallowCommitAnswer() {
+	defer c.Conn.Close()
+	_ = c.Conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, []byte("COMMIT\x00")) {
+		n, err := c.Conn.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			return
+		}
+	}
 }
 
 func TestUnknownCommitOutcomeSettledByTheLedger(t *testing.T) {
