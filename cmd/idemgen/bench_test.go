@@ -22,16 +22,31 @@ import (
 // running `true` instead, and BenchmarkGoGenerateFloorGo with every
 // directive running an empty Go program: what go generate itself costs to
 // start 1, 10 and 50 processes, and what any tool written in Go costs on
-// top, the part of the figures idemgen cannot remove.
+// top, the part of the figures idemgen cannot remove. The LowerBound
+// benchmarks put the two together: idemgen for the first directive, the
+// empty program for the others.
 //
 //	go test ./cmd/idemgen -run '^$' -bench GoGenerate -benchtime 5x
 func BenchmarkGoGenerate(b *testing.B) {
-	benchGenerate(b, minimalMethod)
+	benchGenerate(b, minimalMethod, false)
 }
 
 // BenchmarkGoGenerateAtomic is BenchmarkGoGenerate with atomic methods.
 func BenchmarkGoGenerateAtomic(b *testing.B) {
-	benchGenerate(b, atomicMethod)
+	benchGenerate(b, atomicMethod, false)
+}
+
+// BenchmarkGoGenerateLowerBound and BenchmarkGoGenerateAtomicLowerBound
+// run idemgen for the first directive only and an empty Go program for
+// every other: the least that any generator written in Go, started once per
+// directive as go generate does, could cost on this machine.
+func BenchmarkGoGenerateLowerBound(b *testing.B) {
+	benchGenerate(b, minimalMethod, true)
+}
+
+// BenchmarkGoGenerateAtomicLowerBound: see BenchmarkGoGenerateLowerBound.
+func BenchmarkGoGenerateAtomicLowerBound(b *testing.B) {
+	benchGenerate(b, atomicMethod, true)
 }
 
 const (
@@ -43,9 +58,9 @@ const (
 	atomicMethod = "\n// M%[1]d is method %[1]d.\n//\n//go:generate %[2]s\nfunc (s *Svc) M%[1]d(ctx context.Context, tx pgx.Tx, req Req) (Resp, error) { return Resp{}, nil }\n"
 )
 
-// benchSource is a package with n methods of the given shape, each with
-// the directive command.
-func benchSource(n int, method, command string) string {
+// benchSource is a package with n methods of the given shape; method i's
+// directive runs command(i).
+func benchSource(n int, method string, command func(i int) string) string {
 	var src strings.Builder
 	if method == atomicMethod {
 		src.WriteString(atomicHeader)
@@ -53,16 +68,25 @@ func benchSource(n int, method, command string) string {
 		src.WriteString(minimalHeader)
 	}
 	for i := range n {
-		fmt.Fprintf(&src, method, i, command)
+		fmt.Fprintf(&src, method, i, command(i))
 	}
 	return src.String()
 }
 
-func benchGenerate(b *testing.B, method string) {
+func benchGenerate(b *testing.B, method string, lowerBound bool) {
 	path := benchToolPath(b)
+	if lowerBound {
+		path = noopPath(b, path)
+	}
+	command := func(i int) string {
+		if lowerBound && i > 0 {
+			return "noop"
+		}
+		return "idemgen -v -tests=false -migration-format=plain"
+	}
 	for _, n := range []int{1, 10, 50} {
 		b.Run(fmt.Sprintf("directives=%d", n), func(b *testing.B) {
-			src := benchSource(n, method, "idemgen -v -tests=false -migration-format=plain")
+			src := benchSource(n, method, command)
 			dir := testmod.New(b, "bench", map[string][]byte{"svc/svc.go": []byte(src)})
 			file := filepath.Join(dir, "svc", "svc.go")
 			loads := 0
@@ -103,6 +127,12 @@ func BenchmarkGoGenerateFloor(b *testing.B) {
 
 // BenchmarkGoGenerateFloorGo: every directive runs an empty Go program.
 func BenchmarkGoGenerateFloorGo(b *testing.B) {
+	benchFloor(b, "noop", noopPath(b, os.Getenv("PATH")))
+}
+
+// noopPath builds an empty Go program named noop and returns path with its
+// directory first.
+func noopPath(b *testing.B, path string) string {
 	bin := b.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
 		b.Fatal(err)
@@ -113,7 +143,7 @@ func BenchmarkGoGenerateFloorGo(b *testing.B) {
 	if r := sh(b, bin, os.Getenv("PATH"), nil, "go", "build", "-o", "noop", "."); r.code != 0 {
 		b.Fatalf("build noop: %s", r.stderr)
 	}
-	benchFloor(b, "noop", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return bin + string(os.PathListSeparator) + path
 }
 
 // benchFloor times go generate on the minimal package with every directive
@@ -121,7 +151,8 @@ func BenchmarkGoGenerateFloorGo(b *testing.B) {
 func benchFloor(b *testing.B, command, path string) {
 	for _, n := range []int{1, 10, 50} {
 		b.Run(fmt.Sprintf("directives=%d", n), func(b *testing.B) {
-			dir := testmod.New(b, "floor", map[string][]byte{"svc/svc.go": []byte(benchSource(n, minimalMethod, command))})
+			src := benchSource(n, minimalMethod, func(int) string { return command })
+			dir := testmod.New(b, "floor", map[string][]byte{"svc/svc.go": []byte(src)})
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if r := sh(b, dir, path, nil, "go", "generate", "./..."); r.code != 0 {
