@@ -81,7 +81,7 @@ func GeneratorID() string {
 			if err != nil {
 				return nil
 			}
-			fmt.Fprintf(h, "%s\x00%d\x00", path, info.Size())
+			entry(h, path, info.Size())
 			_, _ = io.CopyBuffer(h, f, buf)
 			return nil
 		})
@@ -172,7 +172,7 @@ func hashGoFiles(h io.Writer, dir string) (map[string]bool, error) {
 		if IsGenerated(b) {
 			continue
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(b))
+		entry(h, e.Name(), int64(len(b)))
 		h.Write(b)
 		if f, err := parser.ParseFile(token.NewFileSet(), e.Name(), b, parser.ImportsOnly); err == nil {
 			for _, imp := range f.Imports {
@@ -199,10 +199,10 @@ func modulePath(gomod []byte) string {
 // every other output, by path relative to the package directory.
 func Outputs(unstamped []byte, files map[string][]byte) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00", GoFile, len(unstamped))
+	entry(h, GoFile, int64(len(unstamped)))
 	h.Write(unstamped)
 	for _, name := range sortedNames(files) {
-		fmt.Fprintf(h, "%s\x00%d\x00", name, len(files[name]))
+		entry(h, name, int64(len(files[name])))
 		h.Write(files[name])
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
@@ -262,7 +262,7 @@ func Matches(dir string) (bool, error) {
 		return false, err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00", GoFile, info.Size()-int64(k-i))
+	entry(h, GoFile, info.Size()-int64(k-i))
 	h.Write(head[:i])
 	h.Write(head[k:])
 	if _, err := io.CopyBuffer(h, f, buf); err != nil {
@@ -298,7 +298,7 @@ func hashFile(h io.Writer, path, name string, buf []byte) (bool, error) {
 	if !info.Mode().IsRegular() {
 		return false, nil
 	}
-	fmt.Fprintf(h, "%s\x00%d\x00", name, info.Size())
+	entry(h, name, info.Size())
 	n, err := io.CopyBuffer(h, f, buf)
 	if err != nil {
 		return false, fmt.Errorf("read output: %w", err)
@@ -327,6 +327,12 @@ func WithoutInputs(src []byte) []byte {
 		}
 	}
 	return bytes.Join(lines, nil)
+}
+
+// entry writes the header every hashed file starts with: its name and size.
+// Outputs (files in memory) and Matches (files on disk) must agree on it.
+func entry(h io.Writer, name string, size int64) {
+	fmt.Fprintf(h, "%s\x00%d\x00", name, size)
 }
 
 func sortedNames(files map[string][]byte) []string {
