@@ -25,9 +25,9 @@ import (
 	"sort"
 	"strings"
 
-	// Imported first of all for its init, which ends a directive whose
-	// package is up to date before the packages below are initialised.
-	_ "github.com/idemgen/idemgen/cmd/idemgen/internal/fastpath"
+	// Its init ends a directive whose package is up to date before the
+	// packages below are initialised.
+	"github.com/idemgen/idemgen/cmd/idemgen/internal/fastpath"
 	"github.com/idemgen/idemgen/gen"
 )
 
@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if out.Unchanged {
 		if verbose {
-			fmt.Fprintf(stderr, "idemgen: %s: inputs unchanged since the last run (stamp), nothing to do\n", cfg.GoFile)
+			fmt.Fprint(stderr, fastpath.Unchanged(cfg.GoFile))
 		}
 		return 0
 	}

@@ -43,9 +43,15 @@ func init() {
 		return
 	}
 	if verbose {
-		os.Stderr.WriteString("idemgen: " + os.Getenv("GOFILE") + ": inputs unchanged since the last run (stamp), nothing to do\n")
+		os.Stderr.WriteString(Unchanged(os.Getenv("GOFILE")))
 	}
 	os.Exit(0)
+}
+
+// Unchanged is what -v prints for a directive in goFile whose package is up
+// to date, here or, when the fast path was not taken, in main.
+func Unchanged(goFile string) string {
+	return "idemgen: " + goFile + ": inputs unchanged since the last run (stamp), nothing to do\n"
 }
 
 // plainDirective reports whether args are a directive's flags that leave
