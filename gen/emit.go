@@ -431,7 +431,7 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 		return e.fpBasic(t.Basic, v, false)
 	case KindNamed:
 		if t.PkgPath == "time" && t.Name == "Time" {
-			return []jen.Code{f("Int", v.Clone().Dot("Unix").Call()), f("Int", jen.Int64().Call(v.Clone().Dot("Nanosecond").Call()))}
+			return []jen.Code{f("Time", v)}
 		}
 		if n := e.named[t.PkgPath+"."+t.Name]; n != nil {
 			return []jen.Code{jen.Id(n.Helper).Call(jen.Id("f"), v)}

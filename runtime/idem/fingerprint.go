@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash"
 	"math"
+	"time"
 )
 
 // FingerprintVersion is mixed into every fingerprint. It changes only when the
@@ -68,6 +69,14 @@ func (f *Fingerprinter) Uint(v uint64) { f.tag('u', v) }
 // Float writes a float by its IEEE-754 bits (so -0 and 0 differ, and NaN is
 // stable).
 func (f *Fingerprinter) Float(v float64) { f.tag('f', math.Float64bits(v)) }
+
+// Time writes the instant t names: its Unix seconds and nanoseconds. The
+// zone (Location) and the monotonic clock reading are left out, so the same
+// instant written in two zones fingerprints equal.
+func (f *Fingerprinter) Time(t time.Time) {
+	f.Int(t.Unix())
+	f.Int(int64(t.Nanosecond()))
+}
 
 // Bool writes a boolean.
 func (f *Fingerprinter) Bool(v bool) {
