@@ -210,6 +210,7 @@ func build(l *loaded) (*Package, ErrorList) {
 		m.Receivers = append(m.Receivers, r)
 	}
 	sort.Slice(m.Receivers, func(i, j int) bool { return m.Receivers[i].Name < m.Receivers[j].Name })
+	b.checkInlineTables(m.Receivers)
 	if b.invalid {
 		var typeErrs []packages.Error
 		for _, pe := range p.Errors {
@@ -392,6 +393,9 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 			b.e.add(d.Pos, "-final-errors: %s has type %s, which is not an error; name a package-level error variable", n, types.TypeString(v.Type(), types.RelativeTo(b.pkg)))
 			ok = false
 		}
+	}
+	if (d.Inline != "" || d.Lookup != "") && !b.inline(d, m, recv, sig) {
+		ok = false
 	}
 	if !ok {
 		return nil

@@ -21,6 +21,8 @@ type Directive struct {
 	LockTimeout time.Duration // 0: the store's default
 	FinalErrors []string
 	Storm       int
+	Inline      string // inline mode: the business table that holds the key
+	Lookup      string // inline mode: the method that reads a row by its key
 
 	// Package-level settings: directives that set them must agree.
 	Table           string
@@ -43,7 +45,7 @@ type flagKind struct {
 // generate; -check is not.
 func directiveFlag(name string) (flagKind, bool) {
 	switch name {
-	case "mode", "retention", "lock-timeout", "final-errors", "storm":
+	case "mode", "retention", "lock-timeout", "final-errors", "storm", "inline", "lookup":
 		return flagKind{}, true
 	case "table", "migrations", "migration-format", "tags":
 		return flagKind{pkgLevel: true}, true
@@ -104,7 +106,7 @@ func ParseDirectiveArgs(args []string) (*Directive, []string) {
 }
 
 func knownFlags() string {
-	return "-mode, -retention, -lock-timeout, -final-errors, -storm, -table, -migrations, -migration-format, -tests, -tags, -v, -debug-model"
+	return "-mode, -retention, -lock-timeout, -final-errors, -storm, -inline, -lookup, -table, -migrations, -migration-format, -tests, -tags, -v, -debug-model"
 }
 
 func (d *Directive) apply(name, value string) error {
@@ -146,6 +148,16 @@ func (d *Directive) apply(name, value string) error {
 			return fmt.Errorf("-storm=%s: want a number of concurrent requests between 2 and 1024", value)
 		}
 		d.Storm = n
+	case "inline":
+		if value == "" {
+			return fmt.Errorf("-inline needs the business table that holds the key, e.g. -inline=orders")
+		}
+		d.Inline = value
+	case "lookup":
+		if value == "" {
+			return fmt.Errorf("-lookup needs the method that reads a row by its key, e.g. -lookup=OrderByKey")
+		}
+		d.Lookup = value
 	case "table":
 		d.Table = value
 	case "migrations":

@@ -55,6 +55,10 @@ func (e *emitter) emitGo() ([]byte, error) {
 		f.Add(e.wrapperType(r))
 		f.Add(e.constructor(r))
 		for _, m := range r.Methods {
+			if m.Mode == ModeInline {
+				e.inlineMethod(f, r, m)
+				continue
+			}
 			f.Add(e.methodVar(m))
 			f.Add(e.wrapperMethod(r, m, false))
 			if m.Mode == ModeAtomic {

@@ -24,6 +24,10 @@ func (e *emitter) emitTests() ([]byte, error) {
 	f.Add(e.testHelpers())
 	for _, r := range e.m.Receivers {
 		for _, m := range r.Methods {
+			if m.Mode == ModeInline {
+				f.Add(e.inlineTest(r, m))
+				continue
+			}
 			f.Add(e.methodTest(r, m))
 		}
 	}

@@ -13,6 +13,9 @@ const (
 	// ModeExternal: the method takes no pgx.Tx; the claim is an explicit
 	// in-progress row with a lock timeout and a fencing token.
 	ModeExternal Mode = "external"
+	// ModeInline: the method takes a pgx.Tx and its own INSERT writes the
+	// key into the business row (-inline); a lookup method answers retries.
+	ModeInline Mode = "inline"
 )
 
 // Package is the model of one package: every annotated method in it and the
@@ -60,6 +63,8 @@ type Method struct {
 
 	Fingerprinted []string // field paths hashed, in order, for doc comments
 	Omitted       []string // field paths left out (idem:"-")
+
+	Inline *Inline // inline mode only
 
 	MethodVar       string // idemPaymentsCharge
 	FingerprintFunc string // fingerprintPaymentsCharge

@@ -43,6 +43,13 @@ func InlineKeyFrom(ctx context.Context) (InlineKey, bool) {
 	return k, ok
 }
 
+// WithInlineKey returns a context carrying k as the key an inline-mode method
+// must write. The generated wrappers set it; call it yourself only to run such
+// a method outside its wrapper (a test, a backfill).
+func WithInlineKey(ctx context.Context, k InlineKey) context.Context {
+	return context.WithValue(ctx, inlineKeyCtx, k)
+}
+
 // InlineLookup reads the row stored under k.Scope and k.Key and returns the
 // response it represents and the fingerprint written with it. It returns an
 // error wrapping pgx.ErrNoRows when there is no such row.

@@ -1,0 +1,123 @@
+package gen
+
+import (
+	"fmt"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// inlineMethod adds everything an inline-mode method generates: its
+// description, the wrapper and its InTx form, the sweep, the compile-time
+// guards and the fingerprint function.
+func (e *emitter) inlineMethod(f *jen.File, r *Receiver, m *Method) {
+	f.Add(e.inlineMethodVar(m))
+	f.Add(e.inlineWrapper(r, m, false))
+	f.Add(e.inlineWrapper(r, m, true))
+	f.Add(e.inlineSweep(r, m))
+	f.Add(e.inlineGuard(m))
+	f.Add(e.fingerprintFunc(m))
+}
+
+func inlineModeText(m *Method) string {
+	return fmt.Sprintf("Mode: inline: the key is stored in %s, with its scope and the request's fingerprint, by %s's own INSERT (idem.InlineKeyFrom(ctx)); that INSERT is the claim, under the unique index %s. A retry is answered by %s from the row.",
+		m.Inline.KeyColumn, m.Name, m.Inline.Index, m.Inline.Lookup)
+}
+
+func inlineRetentionText(m *Method) string {
+	return retentionText(m) + fmt.Sprintf(" Rows are never deleted: after the window the key is taken off its row (Sweep%sKeys).", m.Name)
+}
+
+const inlineFinalText = "No stored errors: a failed request writes no row, so any error lets a retry run the method again."
+
+// inlineMethodVar:
+//
+//	var idemShopCreateOrder = &idem.InlineMethod[Order]{Name: "Shop.CreateOrder", Table: "orders", Retention: 48 * time.Hour}
+func (e *emitter) inlineMethodVar(m *Method) jen.Code {
+	d := []jen.Code{jen.Id("Name").Op(":").Lit(m.Key), jen.Id("Table").Op(":").Lit(m.Inline.Table)}
+	if m.Retention > 0 {
+		d = append(d, jen.Id("Retention").Op(":").Add(duration(m.Retention)))
+	}
+	return comment(
+		fmt.Sprintf("%s describes %s to the runtime.", m.MethodVar, m.Key),
+		inlineModeText(m), inlineRetentionText(m),
+	).Line().Var().Id(m.MethodVar).Op("=").Op("&").Qual(idemPath, "InlineMethod").Types(e.result(m)).
+		Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, d...).Line()
+}
+
+// inlineWrapper:
+//
+//	func (w *IdempotentShop) CreateOrder(ctx context.Context, req OrderRequest) (Order, error) {
+//		return idem.Inline(ctx, w.store, idemShopCreateOrder, fingerprintShopCreateOrder(req), w.inner.OrderByKey,
+//			func(ctx context.Context, tx pgx.Tx) (Order, error) { return w.inner.CreateOrder(ctx, tx, req) })
+//	}
+func (e *emitter) inlineWrapper(r *Receiver, m *Method, inTx bool) jen.Code {
+	name, core := m.Name, "Inline"
+	params := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
+	coreArgs := []jen.Code{jen.Id("ctx"), jen.Id("w").Dot("store")}
+	if inTx {
+		name, core = m.Name+"InTx", "InlineInTx"
+		params = append(params, jen.Id("tx").Qual(pgxPath, "Tx"))
+		coreArgs = append(coreArgs, jen.Id("tx"))
+	}
+	var args []jen.Code
+	callArgs := []jen.Code{jen.Id("ctx"), jen.Id("tx")}
+	for _, p := range m.Params {
+		params = append(params, jen.Id(p.Local).Add(e.typ(p.Type)))
+		args = append(args, jen.Id(p.Local))
+		callArgs = append(callArgs, jen.Id(p.Local))
+	}
+	coreArgs = append(coreArgs, jen.Id(m.MethodVar), jen.Id(m.FingerprintFunc).Call(args...), jen.Id("w").Dot("inner").Dot(m.Inline.Lookup),
+		jen.Func().Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("tx").Qual(pgxPath, "Tx")).Params(e.result(m), jen.Error()).Block(
+			jen.Return(jen.Id("w").Dot("inner").Dot(m.Name).Call(callArgs...))))
+	var doc []string
+	if inTx {
+		doc = []string{
+			fmt.Sprintf("%s is %s run inside the caller's transaction tx, under a savepoint: the row commits with", name, m.Name),
+			"tx, and a refused claim (replay, mismatch) rolls back to the savepoint and leaves tx usable.",
+		}
+	} else {
+		doc = []string{fmt.Sprintf("%s calls %s at most once per idempotency key (idem.WithKey) within its scope", name, m.Key),
+			fmt.Sprintf("(idem.WithScope); a retry with the same key and request replays the row (%s), and the same key", m.Inline.Lookup),
+			fmt.Sprintf("with another request fails with idem.ErrMismatch. %s must write its key: if it returns without", m.Name),
+			"having done so, everything rolls back and the call fails with idem.ErrKeyNotWritten."}
+	}
+	doc = append(doc, inlineModeText(m), inlineRetentionText(m), inlineFinalText, fingerprintText(m))
+	return comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(r.Wrapper)).Id(name).Params(params...).
+		Params(e.typ(m.Result), jen.Error()).Block(jen.Return(jen.Qual(idemPath, core).Call(coreArgs...))).Line()
+}
+
+// inlineSweep:
+//
+//	func (w *IdempotentShop) SweepCreateOrderKeys(ctx context.Context, batch int) (int64, error) {
+//		return idem.SweepInline(ctx, w.store, idemShopCreateOrder, batch)
+//	}
+func (e *emitter) inlineSweep(r *Receiver, m *Method) jen.Code {
+	name := "Sweep" + m.Name + "Keys"
+	return comment(
+		fmt.Sprintf("%s takes the keys of %s whose retention window has ended off their rows in %s,", name, m.Key, m.Inline.Table),
+		"in batches of batch rows (idem.DefaultSweepBatch if batch <= 0), skipping rows a transaction holds; the",
+		"rows stay. Run it periodically. It returns how many keys it cleared.",
+	).Line().Func().Params(jen.Id("w").Op("*").Id(r.Wrapper)).Id(name).Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("batch").Int()).
+		Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(jen.Qual(idemPath, "SweepInline").Call(jen.Id("ctx"), jen.Id("w").Dot("store"), jen.Id(m.MethodVar), jen.Id("batch"))),
+	).Line()
+}
+
+// inlineGuard:
+//
+//	var _ func(*Shop, context.Context, pgx.Tx, OrderRequest) (Order, error) = (*Shop).CreateOrder
+//	var _ idem.InlineLookup[Order] = (*Shop)(nil).OrderByKey
+func (e *emitter) inlineGuard(m *Method) jen.Code {
+	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context"), jen.Qual(pgxPath, "Tx")}
+	for _, p := range m.Params {
+		params = append(params, e.typ(p.Type))
+	}
+	return jen.Add(
+		comment(fmt.Sprintf("The build fails here if %s or its lookup %s no longer has the signature this file was generated from: run go generate.", m.Key, m.Inline.Lookup)).Line(),
+		jen.Var().Defs(
+			jen.Id("_").Func().Params(params...).Params(e.typ(m.Result), jen.Error()).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name),
+			jen.Id("_").Func().Params(jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context"), jen.Qual(pgxPath, "Tx"), jen.Qual(idemPath, "InlineKey")).
+				Params(e.typ(m.Result), jen.Index().Byte(), jen.Error()).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Inline.Lookup),
+		).Line(),
+	)
+}
