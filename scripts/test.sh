@@ -6,12 +6,53 @@
 #
 #   scripts/test.sh                         # everything
 #   scripts/test.sh -run Twins ./runtime/...
+#   scripts/test.sh ./internal/compat/...   # a nested module's packages
+#
+# The repository holds nested modules (scripts/modules.sh lists them) so
+# that what only the tests or the demo need stays out of the root go.mod.
+# With no package arguments every module is tested; a package argument runs
+# in the module that holds its directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 scripts/install-tools.sh >/dev/null
 export PATH="$PWD/.tools/bin:$PATH"
-if [ "$#" -eq 0 ]; then
-	set -- ./...
+
+flags=() patterns=()
+for a in "$@"; do
+	case "$a" in
+	./* | .) patterns+=("$a") ;;
+	*) flags+=("$a") ;;
+	esac
+done
+if [ "${#patterns[@]}" -eq 0 ]; then
+	for m in $(scripts/modules.sh); do
+		patterns+=("./$m/...")
+	done
 fi
-exec go test -race -count=1 -timeout 30m "$@"
+
+# module DIR: the innermost module directory holding the pattern's directory.
+module() {
+	local dir="${1#./}" best=.
+	dir="${dir%/...}"
+	for m in $(scripts/modules.sh); do
+		case "$dir/" in "$m"/*) [ "${#m}" -gt "${#best}" ] && best="$m" ;; esac
+	done
+	echo "$best"
+}
+
+status=0
+for m in $(scripts/modules.sh); do
+	mine=()
+	for p in "${patterns[@]}"; do
+		if [ "$(module "$p")" = "$m" ]; then
+			rel="${p#./}"
+			[ "$m" != . ] && rel="${rel#"$m"}" && rel="${rel#/}"
+			mine+=("./$rel")
+		fi
+	done
+	[ "${#mine[@]}" -eq 0 ] && continue
+	[ "$m" != . ] && echo "== module $m"
+	go test -C "$m" -race -count=1 -timeout 30m ${flags[@]+"${flags[@]}"} "${mine[@]}" || status=1
+done
+exit "$status"

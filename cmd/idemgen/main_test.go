@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rogpeppe/go-internal/txtar"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/tools/txtar"
 
 	"github.com/idemgen/idemgen/gen"
 	"github.com/idemgen/idemgen/internal/testmod"

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -24,6 +25,27 @@ type squawkFinding struct {
 	Line    int    `json:"line"`
 	Rule    string `json:"rule_name"`
 	Message string `json:"message"`
+}
+
+// writeDir writes a scenario directory to a temporary directory.
+func writeDir(t *testing.T, files map[string][]byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	for n, b := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), b, 0o644))
+	}
+	return dir
+}
+
+// toolBinary finds a binary that scripts/install-tools.sh installs.
+func toolBinary(t testing.TB, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", ".tools", "bin", name))
+	require.NoError(t, err)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is not installed at %s: run scripts/install-tools.sh first (%v)", name, p, err)
+	}
+	return p
 }
 
 // squawk runs squawk with its default rules on files and returns its

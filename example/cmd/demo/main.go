@@ -13,8 +13,11 @@
 //
 // Usage:
 //
-//	go run ./example/cmd/demo                  # play the demo
-//	go run ./example/cmd/demo -serve           # keep the API up on 127.0.0.1:8080 for curl
+//	go run -C example/cmd/demo .               # play the demo
+//	go run -C example/cmd/demo . -serve        # keep the API up on 127.0.0.1:8080 for curl
+//
+// The demo is a module of its own (example/cmd/demo/go.mod), so goose stays
+// out of the requirements of github.com/idemgen/idemgen.
 //
 // With DATABASE_URL set, the demo uses that database instead of starting
 // its own server, and applies the example's migrations to it with goose.

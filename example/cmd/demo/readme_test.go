@@ -29,7 +29,7 @@ import (
 func TestREADMECurl(t *testing.T) {
 	blocks := readmeBlocks(t)
 	require.NotEmpty(t, blocks)
-	assert.Equal(t, "go run ./example/cmd/demo -serve", strings.TrimSpace(blocks[0]), "the section starts the server")
+	assert.Equal(t, "go run -C example/cmd/demo . -serve", strings.TrimSpace(blocks[0]), "the section starts the server")
 	blocks = blocks[1:]
 
 	type want struct {

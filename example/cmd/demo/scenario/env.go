@@ -1,7 +1,7 @@
 // Package scenario runs the example payments service and plays the demo
 // client against it. The demo command (example/cmd/demo) and the end-to-end
-// test (example/demo_e2e_test.go) share it, so CI runs exactly what a person
-// sees with go run ./example/cmd/demo.
+// test (scenario/e2e_test.go) share it, so CI runs exactly what a person
+// sees with go run -C example/cmd/demo . (the demo is a module of its own).
 package scenario
 
 import (

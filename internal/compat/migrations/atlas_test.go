@@ -1,4 +1,4 @@
-package migrations
+package migrations_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"ariga.io/atlas/sql/migrate"
 	"ariga.io/atlas/sql/postgres"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/gen/migrations"
 )
 
 // atlasUp applies dir with atlas's own migration library (ariga.io/atlas
@@ -24,7 +26,7 @@ func atlasUp(t *testing.T, ctx context.Context, dbURL, path string) error {
 	t.Helper()
 	dir, err := migrate.NewLocalDir(path)
 	require.NoError(t, err)
-	if _, err := os.Stat(filepath.Join(path, AtlasSumFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(path, migrations.AtlasSumFile)); err == nil {
 		if err := migrate.Validate(dir); err != nil {
 			return err
 		}

@@ -1,6 +1,16 @@
-package migrations
+// Package migrations_test applies the generator's migrations with the real
+// tools (goose, golang-migrate and tern as libraries, dbmate and psql as
+// binaries, atlas through its own migration library) to a real PostgreSQL.
+// It lives in this module so that the tools stay out of the requirements of
+// github.com/idemgen/idemgen.
+//
+// The migrations come from gen/migrations: the fresh scenario from
+// migrations.Plan, the evolved one from the golden files that gen/migrations'
+// TestGolden holds equal to what Plan writes.
+package migrations_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -25,9 +35,89 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/gen/migrations"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
 )
+
+func TestMain(m *testing.M) { idemtest.Main(m) }
+
+var methods = []string{"Payments.Refund", "Payments.Charge"}
+
+// userFiles are the user's own migrations, in each format: a schema for the
+// second ledger and the work's table. They are byte for byte those of
+// gen/migrations' tests, which the evolved goldens were planned after (the
+// golden atlas.sum covers them, so TestAtlasValidatesTheSum sees a drift).
+func userFiles(format string) map[string][]byte {
+	const up = "CREATE SCHEMA billing;\nCREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL);\n"
+	const down = "DROP TABLE payments;\nDROP SCHEMA billing;\n"
+	switch format {
+	case "goose":
+		return map[string][]byte{"20240101120000_create_payments.sql": []byte("-- +goose Up\n" + up + "\n-- +goose Down\n" + down)}
+	case "golang-migrate":
+		return map[string][]byte{"000001_create_payments.up.sql": []byte(up), "000001_create_payments.down.sql": []byte(down)}
+	case "tern":
+		return map[string][]byte{"001_create_payments.sql": []byte(up + "\n---- create above / drop below ----\n\n" + down)}
+	case "dbmate":
+		return map[string][]byte{"20240101120000_create_payments.sql": []byte("-- migrate:up\n" + up + "\n-- migrate:down\n" + down)}
+	case "atlas":
+		return map[string][]byte{"20240101120000_create_payments.sql": []byte(up)}
+	case "plain":
+		return map[string][]byte{"00001_create_payments.up.sql": []byte(up), "00001_create_payments.down.sql": []byte(down)}
+	}
+	panic("unknown format " + format)
+}
+
+func cfgFor(format string) migrations.Config {
+	return migrations.Config{Format: format, Methods: methods}
+}
+
+// merge returns the directory after writing out over dir.
+func merge(dir, out map[string][]byte) map[string][]byte {
+	m := maps.Clone(dir)
+	maps.Copy(m, out)
+	return m
+}
+
+// scenarios returns, per scenario, a migration directory, the user's files
+// included:
+//
+//	fresh:   the ledger planned after the user's migration.
+//	evolved: the user's migration, a ledger created by an earlier schema
+//	         version, brought up to date (one ALTER migration and a concurrent
+//	         index), then the table switched to billing.idempotency_keys (one
+//	         new migration): gen/migrations' golden files.
+func scenarios(t testing.TB, format string) map[string]map[string][]byte {
+	t.Helper()
+	fresh, err := migrations.Plan(cfgFor(format), userFiles(format))
+	require.NoError(t, err)
+	golden := filepath.Join("..", "..", "..", "gen", "migrations", "testdata", format, "evolved")
+	evolved, err := migrations.ReadDir(os.DirFS(golden), ".")
+	require.NoError(t, err)
+	require.NotEmpty(t, evolved, "golden files in %s", golden)
+	return map[string]map[string][]byte{
+		"fresh":   merge(userFiles(format), fresh),
+		"evolved": merge(userFiles(format), evolved),
+	}
+}
+
+// upTo returns the files of dir whose names sort before the first file of
+// the concurrent index build (the first whose name holds "_index_").
+func upTo(dir map[string][]byte) map[string][]byte {
+	first := ""
+	for n := range dir {
+		if strings.Contains(n, "_index_") && (first == "" || n < first) {
+			first = n
+		}
+	}
+	out := map[string][]byte{}
+	for n, b := range dir {
+		if first == "" || n < first {
+			out[n] = b
+		}
+	}
+	return out
+}
 
 // The tables the evolved scenario ends with.
 var ledgerTables = []string{"idempotency_keys", "billing.idempotency_keys"}
@@ -178,7 +268,7 @@ func sqlFiles(t *testing.T, dir, suffix string) []string {
 // toolBinary finds a binary that scripts/install-tools.sh installs.
 func toolBinary(t testing.TB, name string) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", ".tools", "bin", name))
+	p, err := filepath.Abs(filepath.Join("..", "..", "..", ".tools", "bin", name))
 	require.NoError(t, err)
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("%s is not installed at %s: run scripts/install-tools.sh first (%v)", name, p, err)
@@ -214,7 +304,7 @@ func runTool(ctx context.Context, bin string, args ...string) error {
 // scenario asks for exists with its primary key, its columns, its expires_at
 // index (valid) and its storage settings, and idem.Atomic runs against it.
 func TestToolsApplyMigrations(t *testing.T) {
-	for _, format := range Formats() {
+	for _, format := range migrations.Formats() {
 		for _, scenario := range []string{"fresh", "evolved"} {
 			t.Run(format+"/"+scenario, func(t *testing.T) {
 				ctx := context.Background()
@@ -222,7 +312,6 @@ func TestToolsApplyMigrations(t *testing.T) {
 				tables := ledgerTables
 				if scenario == "fresh" {
 					tables = ledgerTables[:1]
-					files = merge(userFiles(format), renumberAfterUser(t, format))
 				}
 				dir := writeDir(t, files)
 				db := idemtest.New(t, idemtest.WithoutLedger())
@@ -248,16 +337,6 @@ func TestToolsApplyMigrations(t *testing.T) {
 			})
 		}
 	}
-}
-
-// renumberAfterUser is the fresh scenario written into a directory that
-// already holds the user's migration (which creates the payments table the
-// Atomic check writes to).
-func renumberAfterUser(t *testing.T, format string) map[string][]byte {
-	t.Helper()
-	out, err := Plan(cfgFor(format), userFiles(format))
-	require.NoError(t, err)
-	return out
 }
 
 func exists(t *testing.T, pool *pgxpool.Pool, table string) bool {
@@ -360,28 +439,11 @@ func quoteTable(table string) string {
 // EXISTS skips the build and the migration must fail instead of passing.
 func TestConcurrentIndexCheckStopsOnInvalidIndex(t *testing.T) {
 	ctx := context.Background()
-	old, err := plan(mustDefaults(t, cfgFor("goose")), oldLedger(t), userFiles("goose"))
-	require.NoError(t, err)
-	dir := merge(userFiles("goose"), old)
-	cur, err := Plan(cfgFor("goose"), dir)
-	require.NoError(t, err)
+	all := scenarios(t, "goose")["evolved"]
 	db := idemtest.New(t, idemtest.WithoutLedger())
 
 	// Apply everything before the concurrent build.
-	var indexFile string
-	for n := range cur {
-		if strings.Contains(n, "_index_") {
-			indexFile = n
-		}
-	}
-	require.NotEmpty(t, indexFile)
-	before := maps.Clone(dir)
-	for n, b := range cur {
-		if n < indexFile {
-			before[n] = b
-		}
-	}
-	_, err = gooseProvider(t, db.URL, writeDir(t, before)).Up(ctx)
+	_, err := gooseProvider(t, db.URL, writeDir(t, upTo(all))).Up(ctx)
 	require.NoError(t, err)
 
 	// Leave an INVALID index with the same name behind, as a failed build
@@ -395,14 +457,14 @@ VALUES ('s', 'm', 'a', '\x00', 'done', '2000-01-01'), ('s', 'm', 'b', '\x00', 'd
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = 'idempotency_keys_expires_at_idx'::regclass`).Scan(&valid))
 	require.False(t, valid, "the failed build left an INVALID index")
 
-	_, err = gooseProvider(t, db.URL, writeDir(t, merge(dir, cur))).Up(ctx)
+	_, err = gooseProvider(t, db.URL, writeDir(t, all)).Up(ctx)
 	require.Error(t, err, "the migration stops on the INVALID index")
 	assert.Contains(t, err.Error(), "is INVALID after a failed concurrent build")
 
 	// The repair the header describes works.
 	_, err = db.Pool.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS "idempotency_keys_expires_at_idx"`)
 	require.NoError(t, err)
-	_, err = gooseProvider(t, db.URL, writeDir(t, merge(dir, cur))).Up(ctx)
+	_, err = gooseProvider(t, db.URL, writeDir(t, all)).Up(ctx)
 	require.NoError(t, err)
 	checkLedger(t, db.Pool, "idempotency_keys")
 }
@@ -411,27 +473,21 @@ VALUES ('s', 'm', 'a', '\x00', 'done', '2000-01-01'), ('s', 'm', 'b', '\x00', 'd
 // CONCURRENTLY must wait for and runs the migrations with each tool: the
 // build gives up after the configured lock_timeout instead of queueing. For
 // golang-migrate and dbmate this proves that the settings migration before
-// the lone build runs on the same connection.
+// the lone build runs on the same connection. The golden files set the
+// default lock_timeout; the test lowers it in their text, as a user who
+// configures -lock-timeout would get it.
 func TestLockTimeoutReachesTheConcurrentBuild(t *testing.T) {
-	for _, format := range Formats() {
+	want := fmt.Sprintf("lock_timeout = '%s'", migrations.DefaultLockTimeout)
+	for _, format := range migrations.Formats() {
 		t.Run(format, func(t *testing.T) {
 			ctx := context.Background()
-			cfg := mustDefaults(t, cfgFor(format))
-			cfg.LockTimeout = 300 * time.Millisecond
-			dir := userFiles(format)
-			old, err := plan(cfg, oldLedger(t), dir)
-			require.NoError(t, err)
-			dir = merge(dir, old)
-			cur, err := Plan(cfg, dir)
-			require.NoError(t, err)
-			before := maps.Clone(dir)
-			for n, b := range cur {
-				if !strings.Contains(n, "_index_") {
-					before[n] = b
-				}
+			all := scenarios(t, format)["evolved"]
+			for n, b := range all {
+				all[n] = bytes.ReplaceAll(b, []byte(want), []byte("lock_timeout = '300ms'"))
 			}
+			before := upTo(all)
 			if format == "atlas" {
-				delete(before, AtlasSumFile)
+				delete(before, migrations.AtlasSumFile)
 			}
 			db := idemtest.New(t, idemtest.WithoutLedger())
 			tl := tools[format]
@@ -445,11 +501,11 @@ func TestLockTimeoutReachesTheConcurrentBuild(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			pending := merge(dir, cur)
+			pending := all
 			if format == "plain" || format == "atlas" {
 				// psql keeps no record of what ran: give it only the new files.
 				pending = map[string][]byte{}
-				for n, b := range cur {
+				for n, b := range all {
 					if strings.Contains(n, "_index_") {
 						pending[n] = b
 					}

@@ -1,4 +1,7 @@
-package idemhttp_test
+// Package routers_test runs the idempotency middleware under the common
+// routers. It lives in this module so that chi and echo stay out of the
+// requirements of github.com/idemgen/idemgen.
+package routers_test
 
 import (
 	"net/http"

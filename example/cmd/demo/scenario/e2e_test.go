@@ -1,4 +1,4 @@
-package example_test
+package scenario_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemtest"
 )
 
-// TestDemo runs the scenario of go run ./example/cmd/demo against a fresh
+// TestDemo runs the scenario of the demo command against a fresh
 // database (the goose migrations included) and checks its counts, then
 // counts the rows again itself.
 func TestDemo(t *testing.T) {
