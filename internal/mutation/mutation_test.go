@@ -110,19 +110,12 @@ var primaryKey = edit{"ledger/ledger.go",
 		"\tb.WriteString(\"\\n)\")\n",
 }
 
-// The atomic claim's conflict clause (queries.go): an existing row is taken
-// over only once it has expired; otherwise no row comes back.
-const (
-	claimConflict = "ON CONFLICT (scope, method, key) DO UPDATE\n" +
-		"SET fingerprint = excluded.fingerprint, status = 'done', response = NULL, error_name = NULL,\n" +
-		"    error_message = NULL, steps = '{}', fence = t.fence + 1, created_at = excluded.created_at,\n" +
-		"    expires_at = excluded.expires_at, locked_until = NULL\n" +
-		"WHERE t.expires_at <= %[2]s\n" +
-		"RETURNING fence`"
-	claimExpiredOnly = "    expires_at = excluded.expires_at, locked_until = NULL\n" +
-		"WHERE t.expires_at <= %[2]s\n" +
-		"RETURNING fence`"
-)
+// The atomic claim's conflict clause (queries.go): a key some row holds is
+// not claimed, and the read in the same round trip answers from that row.
+const claimConflict = "ON CONFLICT (scope, method, key) DO NOTHING\nRETURNING fence`"
+
+// The atomic takeover's condition (queries.go): only an expired row.
+const takeoverExpiredOnly = "WHERE %[3]s AND expires_at <= %[2]s\nRETURNING fence`"
 
 // The external claim's conflict clause (queries.go).
 const externalConflict = "ON CONFLICT (scope, method, key) DO UPDATE\n" +
@@ -144,9 +137,8 @@ const fingerprintCheck = "\tif string(r.fingerprint) != string(c.fp) {\n" +
 	"\t\treturn zero, &MismatchError{Method: c.method, Key: c.key, Stored: r.fingerprint, Got: c.fp}\n" +
 	"\t}\n"
 
-// The read that answers a retry of a finished request before the claim
-// (atomic.go).
-const replayRead = "\tif found && !r.expired {\n\t\treturn settle(ctx, s, m, c, r)\n\t}\n"
+// The read that answers a key the claim did not get (atomic.go).
+const replayRead = "\tcase !r.expired:\n\t\treplayed = true\n"
 
 // mutations are the broken guarantees the generated tests must catch. Each is
 // a bug a developer could write, made from the runtime's real source text.
@@ -162,13 +154,11 @@ func mutations() []mutation {
 				{"queries.go", externalConflict, "RETURNING fence, steps, t.fence > 1 AS taken_over`"},
 			},
 			caught: map[string]expect{
-				// Atomic mode reads before it claims, so only twins whose
-				// reads both come before the first commit run twice.
-				"TestIdempotentPaymentsCharge/twins": racy(ranTwice),
-				"TestIdempotentPaymentsCharge/storm": racy(ranTwiceOrMore),
-				"TestIdempotentPaymentsRefund/twins": racy(ranTwice),
-				"TestIdempotentPaymentsRefund/storm": racy(ranTwiceOrMore),
-				// External mode claims first: every twin inserts its own row.
+				// Both modes claim first: every twin inserts its own row.
+				"TestIdempotentPaymentsCharge/twins":                         must(ranTwice),
+				"TestIdempotentPaymentsCharge/storm":                         must(ranTwiceOrMore),
+				"TestIdempotentPaymentsRefund/twins":                         must(ranTwice),
+				"TestIdempotentPaymentsRefund/storm":                         must(ranTwiceOrMore),
 				"TestIdempotentPaymentsPayout/twins":                         must(ranTwice),
 				"TestIdempotentPaymentsPayout/storm":                         must(ranTwiceOrMore),
 				"TestIdempotentPaymentsPayout/expired_key":                   must(rowsTwoOrMore),
@@ -188,34 +178,32 @@ func mutations() []mutation {
 			},
 		},
 		{
-			name: "c1_check_then_upsert",
-			bug: "the read before the claim decides: if it found no live row the claim is an upsert that " +
-				"always wins, so the insert's conflict no longer decides who runs the body",
+			name: "c1_claim_always_wins",
+			bug: "the claim is an upsert that always wins: a key another request holds is claimed again, " +
+				"so the insert's conflict no longer decides who runs the body",
 			edits: []edit{
-				{"queries.go", claimExpiredOnly, "    expires_at = excluded.expires_at, locked_until = NULL\nRETURNING fence`"},
+				{"queries.go", claimConflict, "ON CONFLICT (scope, method, key) DO UPDATE SET fence = " +
+					"%[1]s.fence + 1\nRETURNING fence`"},
 			},
 			caught: map[string]expect{
-				// Only twins whose reads both come before the first commit
-				// run twice: the bug is a race.
-				"TestIdempotentPaymentsCharge/twins": racy(ranTwice),
-				"TestIdempotentPaymentsCharge/storm": racy(ranTwiceOrMore),
-				"TestIdempotentPaymentsRefund/twins": racy(ranTwice),
-				"TestIdempotentPaymentsRefund/storm": racy(ranTwiceOrMore),
+				"TestIdempotentPaymentsCharge/twins": must(ranTwice),
+				"TestIdempotentPaymentsCharge/storm": must(ranTwiceOrMore),
+				"TestIdempotentPaymentsRefund/twins": must(ranTwice),
+				"TestIdempotentPaymentsRefund/storm": must(ranTwiceOrMore),
 			},
 		},
 		{
-			name: "c2_check_then_insert",
-			bug: "the read before the claim decides: if it found no live row the claim is a plain INSERT, " +
-				"so a twin that read before the first commit hits the unique index and fails instead of replaying",
+			name: "c2_plain_insert",
+			bug: "the claim is a plain INSERT: a twin that comes while the first holds the key hits the " +
+				"unique index and fails instead of replaying",
 			edits: []edit{
 				{"queries.go", claimConflict, "RETURNING fence`"},
 			},
 			caught: map[string]expect{
-				// A twin that read before the first commit hits the index.
-				"TestIdempotentPaymentsCharge/twins": racy(duplicateKey),
-				"TestIdempotentPaymentsCharge/storm": racy(duplicateKey),
-				"TestIdempotentPaymentsRefund/twins": racy(duplicateKey),
-				"TestIdempotentPaymentsRefund/storm": racy(duplicateKey),
+				"TestIdempotentPaymentsCharge/twins": must(duplicateKey),
+				"TestIdempotentPaymentsCharge/storm": must(duplicateKey),
+				"TestIdempotentPaymentsRefund/twins": must(duplicateKey),
+				"TestIdempotentPaymentsRefund/storm": must(duplicateKey),
 				// An expired row is still there: the INSERT cannot take it over.
 				"TestIdempotentPaymentsCharge/expired_key": must(duplicateKey),
 				"TestIdempotentPaymentsRefund/expired_key": must(duplicateKey),
@@ -226,9 +214,8 @@ func mutations() []mutation {
 			bug: "a done row is treated as absent: the read skips it and the claim takes it over, " +
 				"so the stored response is never replayed and every retry runs the body again",
 			edits: []edit{
-				{"atomic.go", replayRead, "\tif found && !r.expired && r.status != StatusDone {\n\t\treturn settle(ctx, s, m, c, r)\n\t}\n"},
-				{"queries.go", claimExpiredOnly, "    expires_at = excluded.expires_at, locked_until = NULL\n" +
-					"WHERE t.expires_at <= %[2]s OR t.status = 'done'\nRETURNING fence`"},
+				{"atomic.go", replayRead, "\tcase !r.expired && r.status != StatusDone:\n\t\treplayed = true\n"},
+				{"queries.go", takeoverExpiredOnly, "WHERE %[3]s AND (expires_at <= %[2]s OR status = 'done')\nRETURNING fence`"},
 				{"queries.go", "WHERE t.expires_at <= %[2]s\n   OR (t.status = 'in_progress'",
 					"WHERE t.expires_at <= %[2]s OR t.status = 'done'\n   OR (t.status = 'in_progress'"},
 				// An external claim that lost to a row which is done by the

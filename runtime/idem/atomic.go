@@ -61,57 +61,79 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	if err != nil {
 		return zero, storeErr(c.method, "acquire connection", err)
 	}
-	defer conn.Release()
-
-	// A retry of a finished request is answered by this one read. It only
-	// ever replays: the decision to run the body is the claim's alone.
-	r, found, err := s.readRow(ctx, conn, c)
-	if err != nil {
-		return zero, err
-	}
-	if found && !r.expired {
-		return settle(ctx, s, m, c, r)
-	}
-
-	committed := false
+	committed, replayed := false, false
 	defer func() {
-		if !committed { // error, lost claim, or a panic on its way up
+		switch {
+		case committed:
+			conn.Release()
+		case replayed:
+			// The answer is already the caller's: end the read-only
+			// transaction without making the caller wait for it.
+			go func() { rollback(ctx, conn); conn.Release() }()
+		default: // error, lost claim, or a panic on its way up
 			rollback(ctx, conn)
+			conn.Release()
 		}
 	}()
 
-	// BEGIN and the claim travel in one round trip.
+	// BEGIN, the claim and the read travel in one round trip. The claim
+	// alone decides whether the body runs; the read answers a key another
+	// request holds (its statement starts after the claim, so it sees a
+	// twin's commit the claim waited for).
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.q.claim, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)))
+	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)))
+	b.Queue(s.q.read, s.now(), c.scope, c.method, c.key)
 	br := conn.SendBatch(ctx, b)
 	var fence int64
+	var r ledgerRow
+	claimed, found := false, false
 	_, err = br.Exec()
 	if err == nil {
-		err = br.QueryRow().Scan(&fence)
+		if err = br.QueryRow().Scan(&fence); err == nil {
+			claimed = true
+		} else if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
+	if err == nil {
+		r, found, err = scanRow(br.QueryRow(), c)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Another request holds the key: read it with a separate statement
-		// (it sees the holder's commit) and answer from it.
-		r, found, err := s.readRow(ctx, conn, c)
-		if err != nil {
-			return zero, err
-		}
-		if !found {
-			return zero, errRowVanished
-		}
-		return settle(ctx, s, m, c, r)
+	if err != nil && !errors.Is(err, ErrStore) {
+		err = storeErr(c.method, "claim", err)
 	}
 	if err != nil {
-		return zero, storeErr(c.method, "claim", err)
+		return zero, err
+	}
+	takenOver := false
+	switch {
+	case claimed:
+	case !found:
+		// The key's row went between the claim and the read (swept, or
+		// the holder rolled back): try again.
+		return zero, errRowVanished
+	case !r.expired:
+		replayed = true
+		return settle(ctx, s, m, c, r)
+	default:
+		// Expired: take it over in this transaction. No row back means
+		// another request took it over first.
+		err := conn.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s))).Scan(&fence)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return zero, errRowVanished
+		}
+		if err != nil {
+			return zero, storeErr(c.method, "take over expired key", err)
+		}
+		takenOver = true
 	}
 	ev := c.event()
 	ev.Fence = fence
 	s.hook(ctx, s.cfg.hooks.Claimed, ev)
-	if found { // the claim took over an expired row
+	if takenOver {
 		s.hook(ctx, s.cfg.hooks.TakenOver, ev)
 	}
 
@@ -202,15 +224,27 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	}
 	setReplayed(ctx, false)
 
+	// The savepoint, the claim and the read travel in one round trip, as in
+	// Atomic.
 	const sp = "idem_claim"
 	b := &pgx.Batch{}
 	b.Queue("SAVEPOINT " + sp)
-	b.Queue(s.q.claim, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)))
+	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)))
+	b.Queue(s.q.read, s.now(), c.scope, c.method, c.key)
 	br := tx.SendBatch(ctx, b)
 	var fence int64
+	var r ledgerRow
+	claimed, found := false, false
 	_, err = br.Exec()
 	if err == nil {
-		err = br.QueryRow().Scan(&fence)
+		if err = br.QueryRow().Scan(&fence); err == nil {
+			claimed = true
+		} else if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
+	if err == nil {
+		r, found, err = scanRow(br.QueryRow(), c)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -227,22 +261,35 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 		return tx.SendBatch(context.WithoutCancel(ctx), ub).Close()
 	}
 	defer func() { _ = undo() }() // error paths and panics
-	if errors.Is(err, pgx.ErrNoRows) {
-		r, found, err := s.readRow(ctx, tx, c)
-		if err != nil {
-			return zero, err
-		}
-		if !found {
-			return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
-		}
-		return settle(ctx, s, m, c, r)
+	if err != nil && !errors.Is(err, ErrStore) {
+		err = storeErr(c.method, "claim", err)
 	}
 	if err != nil {
-		return zero, storeErr(c.method, "claim", err)
+		return zero, err
+	}
+	takenOver := false
+	switch {
+	case claimed:
+	case !found:
+		return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
+	case !r.expired:
+		return settle(ctx, s, m, c, r)
+	default:
+		err := tx.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s))).Scan(&fence)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
+		}
+		if err != nil {
+			return zero, storeErr(c.method, "take over expired key", err)
+		}
+		takenOver = true
 	}
 	ev := c.event()
 	ev.Fence = fence
 	s.hook(ctx, s.cfg.hooks.Claimed, ev)
+	if takenOver {
+		s.hook(ctx, s.cfg.hooks.TakenOver, ev)
+	}
 
 	start := time.Now()
 	out, berr := body(ctx, tx)

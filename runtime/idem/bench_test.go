@@ -17,8 +17,10 @@ import (
 //	go test -run '^$' -bench . -count 10 ./runtime/idem | tee new.txt && benchstat new.txt
 
 func BenchmarkPlainTransaction(b *testing.B) {
-	db := idemtest.New(b, idemtest.WithSetup(paymentsDDL))
+	var tc tripCounter
+	db := idemtest.New(b, idemtest.WithSetup(paymentsDDL), tc.option())
 	ctx := context.Background()
+	tc.report(b)
 	for b.Loop() {
 		tx, err := db.Pool.Begin(ctx)
 		require.NoError(b, err)
@@ -29,11 +31,13 @@ func BenchmarkPlainTransaction(b *testing.B) {
 }
 
 func BenchmarkAtomicClaimed(b *testing.B) {
-	db := idemtest.New(b, idemtest.WithSetup(paymentsDDL))
+	var tc tripCounter
+	db := idemtest.New(b, idemtest.WithSetup(paymentsDDL), tc.option())
 	s, err := idem.NewStore(db.Pool)
 	require.NoError(b, err)
 	m := chargeMethod()
 	i := 0
+	tc.report(b)
 	for b.Loop() {
 		i++
 		_, err := idem.Atomic(keyed(fmt.Sprintf("key-%d", i)), s, m, fp("1"), charge(1))
@@ -42,12 +46,14 @@ func BenchmarkAtomicClaimed(b *testing.B) {
 }
 
 func BenchmarkAtomicReplay(b *testing.B) {
-	db := idemtest.New(b, idemtest.WithSetup(paymentsDDL))
+	var tc tripCounter
+	db := idemtest.New(b, idemtest.WithSetup(paymentsDDL), tc.option())
 	s, err := idem.NewStore(db.Pool)
 	require.NoError(b, err)
 	m := chargeMethod()
 	_, err = idem.Atomic(keyed("k"), s, m, fp("1"), charge(1))
 	require.NoError(b, err)
+	tc.report(b)
 	for b.Loop() {
 		_, err := idem.Atomic(keyed("k"), s, m, fp("1"), charge(1))
 		require.NoError(b, err)

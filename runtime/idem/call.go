@@ -53,7 +53,12 @@ type ledgerRow struct {
 
 // readRow runs the read statement. found is false when there is no row.
 func (s *Store) readRow(ctx context.Context, q querier, c call) (r ledgerRow, found bool, err error) {
-	err = q.QueryRow(ctx, s.q.read, s.now(), c.scope, c.method, c.key).Scan(
+	return scanRow(q.QueryRow(ctx, s.q.read, s.now(), c.scope, c.method, c.key), c)
+}
+
+// scanRow scans the answer to the read statement.
+func scanRow(row pgx.Row, c call) (r ledgerRow, found bool, err error) {
+	err = row.Scan(
 		&r.fingerprint, &r.status, &r.response, &r.errName, &r.errMsg, &r.steps, &r.fence,
 		&r.expired, &r.lockedUntil, &r.now)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -8,7 +8,7 @@ import "fmt"
 // Tests pass a time to step past windows without sleeping. Scope, method and
 // key follow as $2..$4, or as $1..$3 in statements that need no time.
 type queries struct {
-	read, claim, finish, claimExternal, finishExternal, release, extend, step, sweep string
+	read, claimNew, takeover, finish, claimExternal, finishExternal, release, extend, step, sweep string
 }
 
 func newQueries(table string) queries {
@@ -21,18 +21,24 @@ func newQueries(table string) queries {
        expires_at <= %[2]s AS expired, locked_until, %[2]s AS now
 FROM %[1]s WHERE %[3]s`, table, now, pk),
 
-		// claim (atomic mode): runs inside the work's transaction. A concurrent
-		// twin blocks on the primary key until this transaction ends. An
-		// expired row is taken over by the same statement. No row back means
-		// the key is held.
-		claim: fmt.Sprintf(`INSERT INTO %[1]s AS t (scope, method, key, fingerprint, status, created_at, expires_at)
+		// claimNew (atomic mode): the claim of a key no row holds. It goes out
+		// in one round trip with BEGIN and the read, so that a key another
+		// request holds is answered by that read without a second trip. DO
+		// NOTHING neither writes nor locks the row it finds: replays stay
+		// reads. A concurrent twin blocks here until the holder ends.
+		claimNew: fmt.Sprintf(`INSERT INTO %[1]s (scope, method, key, fingerprint, status, created_at, expires_at)
 VALUES ($2, $3, $4, $5, 'done', %[2]s, %[2]s + $6::bigint * interval '1 microsecond')
-ON CONFLICT (scope, method, key) DO UPDATE
-SET fingerprint = excluded.fingerprint, status = 'done', response = NULL, error_name = NULL,
-    error_message = NULL, steps = '{}', fence = t.fence + 1, created_at = excluded.created_at,
-    expires_at = excluded.expires_at, locked_until = NULL
-WHERE t.expires_at <= %[2]s
+ON CONFLICT (scope, method, key) DO NOTHING
 RETURNING fence`, table, now),
+
+		// takeover (atomic mode): claims a row the read found expired, in the
+		// work's transaction. No row back means another request took it first.
+		takeover: fmt.Sprintf(`UPDATE %[1]s
+SET fingerprint = $5, status = 'done', response = NULL, error_name = NULL, error_message = NULL,
+    steps = '{}', fence = fence + 1, created_at = %[2]s,
+    expires_at = %[2]s + $6::bigint * interval '1 microsecond', locked_until = NULL
+WHERE %[3]s AND expires_at <= %[2]s
+RETURNING fence`, table, now, pk),
 
 		// finish (atomic mode): stores the response; COMMIT follows in the
 		// same round trip. Exactly one row must be stored: any other count
