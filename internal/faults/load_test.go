@@ -1,0 +1,553 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
+)
+
+const (
+	// callDeadline is every call's own deadline.
+	callDeadline = 3 * time.Second
+	// hangAfter is when a call that has not returned counts as hung. It is
+	// not a timing margin: a call past its deadline may take longer only by
+	// the runtime's documented bounds (seconds), never by a fault's length,
+	// and the faults here last until every call has returned.
+	hangAfter = callDeadline + 30*time.Second
+	// settleBound bounds how long one caller keeps retrying its intention.
+	settleBound = 3 * time.Minute
+	// lockTimeout is the external method's lock: a crashed attempt's key is
+	// taken over this long after its last heartbeat.
+	lockTimeout = 2 * time.Second
+)
+
+var errHung = errors.New("call did not return")
+
+// postmasterWaiter is the goroutine that waits for a (re)started server: it
+// belongs to the suite, not to a scenario.
+const postmasterWaiter = "github.com/idemgen/idemgen/internal/faults.(*postgres).start.func1"
+
+// kind is the mode of an intention's method.
+type kind int
+
+const (
+	atomicCall kind = iota
+	externalCall
+)
+
+// intent is one intention: a key and the request it names.
+type intent struct {
+	kind kind
+	key  string
+	req  request
+}
+
+// intents makes n intentions per kind; prefix keeps scenarios' keys apart.
+func intents(prefix string, atomicN, externalN int) []intent {
+	var ins []intent
+	for i := range atomicN {
+		ins = append(ins, intent{atomicCall, fmt.Sprintf("%s-a-%05d", prefix, i), request{Memo: fmt.Sprintf("%s charge %d", prefix, i), Amount: int64(100 + i)}})
+	}
+	for i := range externalN {
+		ins = append(ins, intent{externalCall, fmt.Sprintf("%s-x-%05d", prefix, i), request{Memo: fmt.Sprintf("%s payout %d", prefix, i), Amount: int64(200 + i)}})
+	}
+	return ins
+}
+
+// figures are one scenario's counts, logged as a line and kept for the table.
+type figures struct {
+	name                  string
+	calls, ok             int64
+	intentions, effects   int
+	replays, inProgress   int64
+	errors                map[string]int64
+	maxLatency            time.Duration
+	hung, gaveUp, bodyRan int64
+	late                  int64 // calls still running a second past their deadline
+}
+
+// env is one scenario's world: a fresh database (idemtest), a fault proxy in
+// front of the server, a pool and store through the proxy, the bank, and the
+// record of every call.
+type env struct {
+	t     *testing.T
+	name  string
+	db    *idemtest.DB // straight to the server: for checks
+	proxy *toxiproxy.Proxy
+	pool  *pgxpool.Pool // through the proxy (or PgBouncer)
+	store *idem.Store
+	bank  *bank
+	svc   *service
+	leaks goleak.Option
+
+	claimed, executed, errorsSeen atomic.Int64
+
+	mu        sync.Mutex
+	fig       figures
+	responses map[string][]any // successful answers per key
+	firstErrs map[string]error // the first error of each kind, for messages
+	inflight  map[int64]bool   // calls running now, by id
+	nextID    int64
+	returned  *sync.Cond // signalled when a call returns
+	stormDone bool       // every caller of the storm has finished
+	lateStack string     // where the first call past its deadline waited
+}
+
+// envConfig adjusts a scenario's env.
+type envConfig struct {
+	upstream  string // where the proxy forwards (default: the server)
+	poolSize  int32
+	execMode  pgx.QueryExecMode
+	storeOpts []idem.Option
+}
+
+func newEnv(t *testing.T, name string, cfg envConfig) *env {
+	t.Helper()
+	db := idemtest.New(t, idemtest.WithSetup(paymentsDDL), idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.MaxConns = 8 }))
+	e := &env{
+		t: t, name: name, db: db, bank: newBank(),
+		fig:       figures{name: name, errors: map[string]int64{}},
+		responses: map[string][]any{},
+		firstErrs: map[string]error{},
+		inflight:  map[int64]bool{},
+		// Everything running now (the test framework, idemtest's pools) is
+		// not this scenario's to leak.
+		leaks: goleak.IgnoreCurrent(),
+	}
+	e.returned = sync.NewCond(&e.mu)
+	if cfg.upstream == "" {
+		cfg.upstream = suite.pg.addr()
+	}
+	e.proxy = toxiproxy.NewProxy(suite.toxic, strings.ReplaceAll(t.Name(), "/", "_"), "127.0.0.1:0", cfg.upstream)
+	require.NoError(t, e.proxy.Start())
+	pcfg, err := pgxpool.ParseConfig(connURL(e.proxy.Listen, db.Name))
+	require.NoError(t, err)
+	pcfg.MaxConns = cmp(cfg.poolSize, 32)
+	if cfg.execMode != 0 {
+		pcfg.ConnConfig.DefaultQueryExecMode = cfg.execMode
+	}
+	e.pool, err = pgxpool.NewWithConfig(context.Background(), pcfg)
+	require.NoError(t, err)
+	opts := append([]idem.Option{
+		idem.WithLockTimeout(lockTimeout),
+		idem.WithRetention(time.Hour),
+		idem.WithHeartbeat(lockTimeout / 4),
+		idem.WithBackoff(5 * time.Millisecond),
+		idem.WithHooks(idem.Hooks{
+			Claimed:  func(context.Context, idem.Event) { e.claimed.Add(1) },
+			Executed: func(context.Context, idem.Event) { e.executed.Add(1) },
+		}),
+	}, cfg.storeOpts...)
+	e.store, err = idem.NewStore(e.pool, opts...)
+	require.NoError(t, err)
+	e.svc = newService(e.store, e.bank)
+	return e
+}
+
+func cmp(v, def int32) int32 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// outcome is what one call returned.
+type outcome struct {
+	resp     any
+	err      error
+	replayed bool
+	retry    time.Duration // RetryAfter of an in-progress answer
+}
+
+// call makes one call of in with its own deadline and records it. wait asks
+// an external call to wait for an attempt in progress (idem.WithWait).
+func (e *env) call(in intent, wait bool) outcome {
+	return e.callWith(e.svc, in, wait)
+}
+
+func (e *env) callWith(svc *service, in intent, wait bool) outcome {
+	ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+	defer cancel()
+	ctx = idem.WithScope(idem.WithKey(ctx, in.key), scope)
+	if wait {
+		ctx = idem.WithWait(ctx)
+	}
+	ctx, o := idem.WithOutcome(ctx)
+
+	e.mu.Lock()
+	e.nextID++
+	id := e.nextID
+	e.inflight[id] = true
+	e.mu.Unlock()
+
+	done := make(chan outcome, 1)
+	start := time.Now()
+	go func() {
+		var out outcome
+		switch in.kind {
+		case atomicCall:
+			out.resp, out.err = svc.Charge(ctx, in.req)
+		case externalCall:
+			out.resp, out.err = svc.Payout(ctx, in.req)
+		}
+		out.replayed = o.Replayed()
+		done <- out
+	}()
+	var out outcome
+	timer := time.NewTimer(hangAfter)
+	defer timer.Stop()
+	late := time.NewTimer(callDeadline + time.Second)
+	defer late.Stop()
+	select {
+	case out = <-done:
+	case <-late.C:
+		e.noteLate(in.key)
+		select {
+		case out = <-done:
+		case <-timer.C:
+			out.err = fmt.Errorf("%w within %s (its deadline was %s); the runtime's goroutines then:\n%s",
+				errHung, hangAfter, callDeadline, idemStacks())
+		}
+	case <-timer.C:
+		out.err = fmt.Errorf("%w within %s (its deadline was %s); the runtime's goroutines then:\n%s",
+			errHung, hangAfter, callDeadline, idemStacks())
+	}
+	e.recordCall(id, in, out, time.Since(start))
+	return out
+}
+
+// recordCall counts a call's outcome into the figures.
+func (e *env) recordCall(id int64, in intent, out outcome, took time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.inflight, id)
+	e.returned.Broadcast()
+	e.fig.calls++
+	e.fig.maxLatency = max(e.fig.maxLatency, took)
+	if out.err == nil {
+		e.fig.ok++
+		if out.replayed {
+			e.fig.replays++
+		}
+		e.responses[in.key] = append(e.responses[in.key], out.resp)
+		return
+	}
+	e.errorsSeen.Add(1)
+	k := errKind(out.err)
+	e.fig.errors[k]++
+	if k == "in_progress" {
+		e.fig.inProgress++
+	}
+	if k == "hung" {
+		e.fig.hung++
+	}
+	if _, ok := e.firstErrs[k]; !ok {
+		e.firstErrs[k] = fmt.Errorf("key %s: %w", in.key, out.err)
+	}
+}
+
+// noteLate keeps, once per scenario, where a call past its deadline waits.
+func (e *env) noteLate(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fig.late++
+	if e.lateStack == "" {
+		e.lateStack = "key " + key + ":\n" + idemStacks()
+	}
+}
+
+// idemStacks returns the stacks of the goroutines that are inside the
+// runtime package, to show where a hung call waits.
+func idemStacks() string {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "idemgen/runtime/idem.") && len(out) < 3 {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+// errKind names the kind of a call's error for the figures.
+func errKind(err error) string {
+	switch {
+	case errors.Is(err, errHung):
+		return "hung"
+	case errors.Is(err, idem.ErrInProgress):
+		return "in_progress"
+	case errors.Is(err, idem.ErrMismatch):
+		return "mismatch"
+	case errors.Is(err, idem.ErrLockLost):
+		return "lock_lost"
+	case errors.Is(err, idem.ErrStore):
+		return "store"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	default:
+		return "other"
+	}
+}
+
+// retryUntilDone calls in until it succeeds, as a client with one key per
+// intention does. It stops on answers a retry cannot change (hung, mismatch)
+// and after settleBound.
+func (e *env) retryUntilDone(in intent, wait bool) {
+	giveUp := time.Now().Add(settleBound)
+	for {
+		out := e.call(in, wait)
+		if out.err == nil {
+			return
+		}
+		switch errKind(out.err) {
+		case "hung", "mismatch":
+			return
+		}
+		if time.Now().After(giveUp) {
+			e.mu.Lock()
+			e.fig.gaveUp++
+			e.mu.Unlock()
+			return
+		}
+		pause := time.Duration(5+rand.IntN(20)) * time.Millisecond
+		var ip *idem.InProgressError
+		if errors.As(out.err, &ip) {
+			pause = min(ip.RetryAfter, 200*time.Millisecond)
+		}
+		time.Sleep(pause) // a client's retry pacing, not an ordering
+	}
+}
+
+// storm starts twins callers per intention, each retrying until done, and
+// returns a function that waits for all of them. Odd twins of external
+// intentions wait for an attempt in progress instead of polling.
+func (e *env) storm(ins []intent, twins int) (wait func()) {
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for _, in := range ins {
+		for tw := range twins {
+			wg.Go(func() {
+				<-release
+				e.retryUntilDone(in, tw%2 == 1)
+			})
+		}
+	}
+	close(release)
+	go func() {
+		wg.Wait()
+		e.mu.Lock()
+		e.stormDone = true
+		e.returned.Broadcast()
+		e.mu.Unlock()
+	}()
+	return wg.Wait
+}
+
+// waitFor polls cond until it holds; it fails the test after a minute.
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: waited a minute for %s", e.name, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// drainInflight waits until every call running now has returned (each is
+// bounded by hangAfter), and until at least one call has failed since it was
+// called (the fault has been seen) or every caller has finished.
+func (e *env) drainInflight() {
+	e.mu.Lock()
+	before := map[int64]bool{}
+	for id := range e.inflight {
+		before[id] = true
+	}
+	errs := e.errorsSeen.Load()
+	for {
+		still := false
+		for id := range before {
+			if e.inflight[id] {
+				still = true
+				break
+			}
+		}
+		if !still && (e.errorsSeen.Load() > errs || e.stormDone) {
+			break
+		}
+		e.returned.Wait()
+	}
+	e.mu.Unlock()
+}
+
+// addToxic adds a toxic to the proxy. stream is "upstream" (to the server) or
+// "downstream" (to the client).
+func (e *env) addToxic(name, typ, stream string, attrs string) {
+	e.t.Helper()
+	_, err := e.proxy.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+		`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)))
+	require.NoError(e.t, err, "add toxic %s", name)
+}
+
+func (e *env) removeToxic(name string) {
+	e.t.Helper()
+	require.NoError(e.t, e.proxy.Toxics.RemoveToxic(context.Background(), name), "remove toxic %s", name)
+}
+
+// check asserts the promise for ins and records the figures: every intention
+// completed, exactly one effect per intention and no other effect, every
+// success backed by its effect, equal answers per key, no call hung, and no
+// goroutine left behind.
+func (e *env) check(ins []intent) {
+	e.t.Helper()
+	e.checkEffects(ins, true)
+	e.finish()
+}
+
+// checkEffects asserts everything about effects and answers; complete also
+// requires every intention to have succeeded.
+func (e *env) checkEffects(ins []intent, complete bool) {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
+
+	rows, err := e.db.Pool.Query(ctx, `SELECT id, scope, key, memo, amount FROM payments`)
+	require.NoError(t, err)
+	payments := map[int64]receipt{}
+	perKey := map[string]int{}
+	for rows.Next() {
+		var r receipt
+		var sc string
+		require.NoError(t, rows.Scan(&r.ID, &sc, &r.Key, &r.Memo, &r.Amount))
+		payments[r.ID] = r
+		perKey[sc+"/"+r.Key]++
+	}
+	require.NoError(t, rows.Err())
+	transfers, bankCalls := e.bank.snapshot()
+	byID := map[string]transfer{}
+	perMemo := map[string]int{}
+	for _, tr := range transfers {
+		byID[tr.ID] = tr
+		perMemo[tr.Memo]++
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	nAtomic, nExternal := 0, 0
+	for _, in := range ins {
+		resps := e.responses[in.key]
+		if complete {
+			assert.NotEmpty(t, resps, "%s: intention %s never completed (first errors: %v)", e.name, in.key, e.firstErrs)
+		}
+		switch in.kind {
+		case atomicCall:
+			nAtomic++
+			n := perKey[scope+"/"+in.key]
+			if complete {
+				assert.Equal(t, 1, n, "%s: %s has %d payments", e.name, in.key, n)
+			} else {
+				assert.LessOrEqual(t, n, 1, "%s: %s has %d payments", e.name, in.key, n)
+			}
+			for _, r := range resps {
+				got := r.(receipt)
+				want := receipt{ID: got.ID, Key: in.key, Memo: in.req.Memo, Amount: in.req.Amount}
+				assert.Equal(t, want, got, "%s: %s answered with another request's receipt", e.name, in.key)
+				assert.Equal(t, want, payments[got.ID], "%s: %s answered success with payment %d, which is not in the table", e.name, in.key, got.ID)
+			}
+		case externalCall:
+			nExternal++
+			n := perMemo[in.req.Memo]
+			if complete {
+				assert.Equal(t, 1, n, "%s: %s moved money %d times", e.name, in.key, n)
+			} else {
+				assert.LessOrEqual(t, n, 1, "%s: %s moved money %d times", e.name, in.key, n)
+			}
+			for _, r := range resps {
+				got := r.(payout)
+				tr, ok := byID[got.TransferID]
+				assert.True(t, ok, "%s: %s answered success with transfer %s, which the bank never made", e.name, in.key, got.TransferID)
+				assert.Equal(t, transfer{ID: got.TransferID, Key: tr.Key, Memo: in.req.Memo, Amount: in.req.Amount}, tr,
+					"%s: %s answered success with a transfer of another intention", e.name, in.key)
+			}
+		}
+		for i := 1; i < len(resps); i++ {
+			if !reflect.DeepEqual(resps[0], resps[i]) {
+				t.Errorf("%s: %s answered differently: %+v then %+v", e.name, in.key, resps[0], resps[i])
+				break
+			}
+		}
+	}
+	if complete {
+		assert.Len(t, payments, nAtomic, "%s: payments beyond the intentions", e.name)
+		assert.Len(t, transfers, nExternal, "%s: transfers beyond the intentions", e.name)
+	}
+	assert.Zero(t, e.fig.hung, "%s: calls did not return: %v", e.name, e.firstErrs["hung"])
+	assert.Zero(t, e.fig.gaveUp, "%s: callers gave up after %s: %v", e.name, settleBound, e.firstErrs)
+	assert.Zero(t, e.fig.errors["mismatch"], "%s: %v", e.name, e.firstErrs["mismatch"])
+	e.fig.intentions = len(ins)
+	e.fig.effects = len(payments) + len(transfers)
+	e.fig.bodyRan = e.executed.Load()
+	_ = bankCalls
+}
+
+// finish closes the scenario's pool and proxy, checks that no goroutine was
+// left behind, and logs and records the figures.
+func (e *env) finish() {
+	t := e.t
+	t.Helper()
+	e.pool.Close()
+	e.proxy.Stop()
+	// goleak retries for about a second; closed connections may take a
+	// little longer to wind down on a loaded machine.
+	var leak error
+	for range 20 {
+		if leak = goleak.Find(e.leaks, goleak.IgnoreAnyFunction(postmasterWaiter)); leak == nil {
+			break
+		}
+	}
+	if leak != nil {
+		t.Errorf("%s: goroutines left behind: %v", e.name, leak)
+	}
+	e.mu.Lock()
+	f := e.fig
+	e.mu.Unlock()
+	t.Logf("figures: %s: calls=%d ok=%d intentions=%d effects=%d bodies=%d replays=%d in_progress=%d errors={%s} max_latency=%s",
+		f.name, f.calls, f.ok, f.intentions, f.effects, f.bodyRan, f.replays, f.inProgress, f.errorsText(), f.maxLatency.Round(time.Millisecond))
+	if e.lateStack != "" {
+		t.Logf("%d calls ran past their deadline; the first waited here:\n%s", f.late, e.lateStack)
+	}
+	for _, k := range sortedKinds(e.firstErrs) {
+		t.Logf("first %s error: %v", k, e.firstErrs[k])
+	}
+	record(f)
+}
+
+func sortedKinds(m map[string]error) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

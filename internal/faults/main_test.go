@@ -1,0 +1,105 @@
+package faults
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/idemgen/idemgen/runtime/idemtest"
+)
+
+var long = flag.Bool("faults.long", false, "run the scenarios with bigger counts and print the figures as a markdown table")
+
+// suite is what every scenario shares: the server, the fault proxy's API and
+// the figures printed at the end. It is package state because TestMain owns
+// it: the server takes seconds to start and outlives every test.
+var suite struct {
+	pg    *postgres
+	toxic *toxiproxy.ApiServer
+
+	mu      sync.Mutex
+	figures []figures
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	pg, err := startPostgres(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := pg.close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	suite.pg = pg
+	// idemtest makes each test's fresh database, with the ledger, on this
+	// server.
+	if err := os.Setenv(idemtest.EnvDatabaseURL, pg.url("postgres")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	suite.toxic = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	code := m.Run()
+	printTable()
+	return code
+}
+
+// record keeps a scenario's figures for the table printed at the end.
+func record(f figures) {
+	suite.mu.Lock()
+	defer suite.mu.Unlock()
+	suite.figures = append(suite.figures, f)
+}
+
+// printTable prints, in long mode, every scenario's figures as the markdown
+// table of the README's "Guarantees and limits" section.
+func printTable() {
+	if !*long {
+		return
+	}
+	suite.mu.Lock()
+	defer suite.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("| scenario | calls | intentions | effects | replays | in progress | errors by kind | max latency |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
+	for _, f := range suite.figures {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s |\n",
+			f.name, f.calls, f.intentions, f.effects, f.replays, f.inProgress, f.errorsText(), f.maxLatency.Round(time.Millisecond))
+	}
+	fmt.Println()
+	fmt.Print(b.String())
+}
+
+// errorsText renders errors by kind, sorted, e.g. "store 12, deadline 3".
+func (f figures) errorsText() string {
+	var kinds []string
+	for k := range f.errors {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%s %d", k, f.errors[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
