@@ -35,6 +35,10 @@ var errRowVanished = errors.New("idem: ledger row vanished between claim and rea
 // A body error rolls everything back and nothing is stored, unless errors.Is
 // matches one of m.FinalErrors: then the error is stored and replayed. A body
 // panic rolls back and propagates.
+//
+// The response returned, first time and on replay, is the one decoded from
+// the stored bytes (see Method.Encode). One that cannot be stored (a NaN
+// float, a string that is not UTF-8) is an error and rolls everything back.
 func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
 	var zero R
 	c, err := s.newCall(ctx, m.Name, fingerprint)
@@ -155,8 +159,8 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		}
 		msg := berr.Error()
 		errName, errMsg = &name, &msg
-	} else if resp, err = encode(m, out); err != nil {
-		return zero, fmt.Errorf("idem: %s: encode response: %w", c.method, err)
+	} else if resp, out, err = stored(m, out); err != nil {
+		return zero, fmt.Errorf("idem: %s: %w", c.method, err)
 	}
 
 	// The response write and COMMIT travel in one round trip.
@@ -305,8 +309,8 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 		}
 		msg := berr.Error()
 		errName, errMsg = &name, &msg
-	} else if resp, err = encode(m, out); err != nil {
-		return zero, fmt.Errorf("idem: %s: encode response: %w", c.method, err)
+	} else if resp, out, err = stored(m, out); err != nil {
+		return zero, fmt.Errorf("idem: %s: %w", c.method, err)
 	}
 	b = &pgx.Batch{}
 	b.Queue(s.q.finish, c.scope, c.method, c.key, resp, errName, errMsg, fence)

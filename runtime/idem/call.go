@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -133,11 +134,70 @@ func finalError[R any](m *Method[R], err error) (string, bool) {
 	return "", false
 }
 
+// stored encodes the body's response v for the ledger and returns the bytes
+// and the value every caller gets: v decoded from those bytes. The first
+// caller and every replay decode the same bytes, so they get equal values
+// (reflect.DeepEqual) by construction, whatever v held that the encoding does
+// not carry: a time.Time's monotonic reading and *time.Location (time.Local,
+// a named zone) come back as the offset written in the bytes, an empty slice
+// or map tagged omitempty as nil.
+//
+// An error means v cannot be stored faithfully (a NaN or infinite float, a
+// string that is not valid UTF-8, a marshaler that fails): nothing was
+// stored. Atomic mode returns it before COMMIT, so the work rolls back with
+// the claim.
+func stored[R any](m *Method[R], v R) ([]byte, R, error) {
+	var zero R
+	b, err := encode(m, v)
+	if err != nil {
+		return nil, zero, fmt.Errorf("encode response: %w", err)
+	}
+	out, err := decode(m, b)
+	if err != nil {
+		return nil, zero, fmt.Errorf("decode the encoded response: %w", err)
+	}
+	return b, out, nil
+}
+
 func encode[R any](m *Method[R], v R) ([]byte, error) {
 	if m.Encode != nil {
 		return m.Encode(v)
 	}
-	return json.Marshal(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		var uv *json.UnsupportedValueError
+		if errors.As(err, &uv) {
+			return nil, fmt.Errorf("%w (JSON has no NaN or infinity: return a pointer left nil, or a string)", err)
+		}
+		return nil, err
+	}
+	if replacedUTF8(b) {
+		return nil, errors.New("a string in the response is not valid UTF-8, and JSON would store U+FFFD in its place: use []byte for binary data")
+	}
+	return b, nil
+}
+
+// replacedUTF8 reports whether encoding/json replaced invalid UTF-8 in b:
+// it writes the escape \ufffd for each invalid byte (and writes a genuine
+// U+FFFD as the character itself), so an escape, not a backslash escaped
+// before the letters "ufffd", marks a loss.
+func replacedUTF8(b []byte) bool {
+	const esc = `\ufffd`
+	for i := 0; ; {
+		j := bytes.Index(b[i:], []byte(esc))
+		if j < 0 {
+			return false
+		}
+		j += i
+		n := 0 // backslashes before this one
+		for k := j - 1; k >= 0 && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return true
+		}
+		i = j + len(esc)
+	}
 }
 
 func decode[R any](m *Method[R], b []byte) (R, error) {

@@ -13,4 +13,12 @@
 // Keys and scopes travel in the context ([WithKey], [WithScope]) so the key
 // never becomes part of the hashed request, and one tenant's key can never
 // replay another tenant's response.
+//
+// A response is stored as bytes and every caller gets it decoded from those
+// bytes, the first caller included: a replay equals the first answer
+// (reflect.DeepEqual) by construction. What the encoding does not carry is
+// gone for the first caller too (a time.Time comes back without its
+// monotonic reading and in the offset it was written with). A response that
+// cannot be stored faithfully (NaN, infinity, invalid UTF-8) is an error
+// before anything commits in atomic mode.
 package idem

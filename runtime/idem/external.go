@@ -55,6 +55,8 @@ type execution struct {
 // error with ctx still live releases the lock so a retry can run at once; a
 // final error is stored and replayed. A finalise that lost its lock returns an
 // error matching ErrLockLost and never overwrites the newer attempt's result.
+// The response returned, first time and on replay, is the one decoded from
+// the stored bytes (see Method.Encode).
 func External[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context) (R, error)) (R, error) {
 	var zero R
 	c, err := s.newCall(ctx, m.Name, fingerprint)
@@ -163,8 +165,8 @@ func runExternal[R any](ctx context.Context, s *Store, m *Method[R], ex *executi
 		errName, errMsg = &name, &msg
 	} else {
 		var err error
-		if resp, err = encode(m, out); err != nil {
-			return zero, fmt.Errorf("idem: %s: encode response: %w", c.method, err)
+		if resp, out, err = stored(m, out); err != nil {
+			return zero, fmt.Errorf("idem: %s: %w", c.method, err)
 		}
 	}
 	tag, err := s.pool.Exec(fctx, s.q.finishExternal, c.scope, c.method, c.key, resp, errName, errMsg, ex.fence)

@@ -171,7 +171,10 @@ type Method[R any] struct {
 	FinalErrors []FinalError
 	// Encode and Decode store and restore the response. nil means
 	// encoding/json, which generated code uses for types it has checked to
-	// round-trip.
+	// round-trip; it refuses a NaN or infinite float and a string that is
+	// not valid UTF-8 rather than store something else. Every caller, the
+	// first included, gets the response decoded from the stored bytes, so
+	// a replay is reflect.DeepEqual to the first answer.
 	Encode func(R) ([]byte, error)
 	Decode func([]byte) (R, error)
 }
