@@ -281,11 +281,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("twins", func(t *testing.T) {
 		// Two identical requests released at once (the second waits, idem.WithWait): one execution, one row, equal responses.
 		env, _, w := setup(t)
-		req := samplePaymentsPayoutArgs(t)
+		arg1_2 := samplePaymentsPayoutArgs(t)
 		ctx := idem.WithWait(idemgenCtx(t, "twins", ""))
 		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[PayoutReceipt] {
-			r, err := w.Payout(ctx, req)
+			r, err := w.Payout(ctx, arg1_2)
 			return idemgenResult[PayoutReceipt]{r, err}
 		})
 		idemgenSame(t, rs[:])
@@ -295,11 +295,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		req := samplePaymentsPayoutArgs(t)
+		arg1_2 := samplePaymentsPayoutArgs(t)
 		ctx := idem.WithWait(idemgenCtx(t, "storm", ""))
 		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[PayoutReceipt] {
-			r, err := w.Payout(ctx, req)
+			r, err := w.Payout(ctx, arg1_2)
 			return idemgenResult[PayoutReceipt]{r, err}
 		})
 		idemgenSame(t, rs)
@@ -309,13 +309,13 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
 		env, _, w := setup(t)
-		req := samplePaymentsPayoutArgs(t)
+		arg1_2 := samplePaymentsPayoutArgs(t)
 		ctx := idemgenCtx(t, "reused", "")
-		if _, err := w.Payout(ctx, req); err != nil {
+		if _, err := w.Payout(ctx, arg1_2); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		req.Account += "-changed" // another request under the same key
-		err := idemgenErr(w.Payout(ctx, req))
+		arg1_2.Account += "-changed" // another request under the same key
+		err := idemgenErr(w.Payout(ctx, arg1_2))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
@@ -325,11 +325,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
 		env, _, w := setup(t)
-		req := samplePaymentsPayoutArgs(t)
-		if _, err := w.Payout(idemgenCtx(t, "key-a", ""), req); err != nil {
+		arg1_2 := samplePaymentsPayoutArgs(t)
+		if _, err := w.Payout(idemgenCtx(t, "key-a", ""), arg1_2); err != nil {
 			t.Fatalf("key-a: %v", err)
 		}
-		if _, err := w.Payout(idemgenCtx(t, "key-b", ""), req); err != nil {
+		if _, err := w.Payout(idemgenCtx(t, "key-b", ""), arg1_2); err != nil {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -338,11 +338,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
 		env, _, w := setup(t)
-		req := samplePaymentsPayoutArgs(t)
-		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-a"), req); err != nil {
+		arg1_2 := samplePaymentsPayoutArgs(t)
+		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-a"), arg1_2); err != nil {
 			t.Fatalf("tenant-a: %v", err)
 		}
-		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-b"), req); err != nil {
+		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-b"), arg1_2); err != nil {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -351,13 +351,13 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
 		env, _, w := setup(t)
-		req := samplePaymentsPayoutArgs(t)
+		arg1_2 := samplePaymentsPayoutArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
-		if _, err := w.Payout(ctx, req); err != nil {
+		if _, err := w.Payout(ctx, arg1_2); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
 		env.clock.Advance(48*time.Hour + time.Minute)
-		if _, err := w.Payout(ctx, req); err != nil {
+		if _, err := w.Payout(ctx, arg1_2); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -366,16 +366,16 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("failing body releases the claim", func(t *testing.T) {
 		// A non-final error releases the claim: a retry runs at once.
 		env, _, w := setup(t)
-		req := samplePaymentsPayoutArgs(t)
+		arg1_2 := samplePaymentsPayoutArgs(t)
 		ctx := idemgenCtx(t, "failing", "")
 		var zero PayoutReceipt
-		_, err := idem.External(ctx, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(context.Context) (PayoutReceipt, error) {
+		_, err := idem.External(ctx, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(arg1_2), func(context.Context) (PayoutReceipt, error) {
 			return zero, errIdemgenInjected
 		})
 		if !errors.Is(err, errIdemgenInjected) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
-		if _, err := w.Payout(ctx, req); err != nil {
+		if _, err := w.Payout(ctx, arg1_2); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -383,11 +383,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("crash mid-work, then takeover", func(t *testing.T) {
 		// An attempt that dies after the work keeps the key in progress; after 30s a retry takes over.
 		env, svc, w := setup(t)
-		req := samplePaymentsPayoutArgs(t)
+		arg1_2 := samplePaymentsPayoutArgs(t)
 		crashed, crash := context.WithCancel(idemgenCtx(t, "crashing", ""))
 		var zero PayoutReceipt
-		_, err := idem.External(crashed, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
-			if _, err := svc.Payout(ctx, req); err != nil {
+		_, err := idem.External(crashed, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(arg1_2), func(ctx context.Context) (PayoutReceipt, error) {
+			if _, err := svc.Payout(ctx, arg1_2); err != nil {
 				return zero, err
 			}
 			crash() // the caller dies before the response is stored
@@ -397,14 +397,14 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 			t.Fatal("the crashed attempt reported success")
 		}
 		ctx := idemgenCtx(t, "crashing", "")
-		if err := idemgenErr(w.Payout(ctx, req)); !errors.Is(err, idem.ErrInProgress) {
+		if err := idemgenErr(w.Payout(ctx, arg1_2)); !errors.Is(err, idem.ErrInProgress) {
 			t.Fatalf("retry while the crashed attempt holds the key: got error %v, want idem.ErrInProgress", err)
 		}
 		env.clock.Advance(30*time.Second + time.Second)
-		if _, err := w.Payout(ctx, req); err != nil {
+		if _, err := w.Payout(ctx, arg1_2); err != nil {
 			t.Fatalf("retry after the lock timeout: %v", err)
 		}
-		if _, err := w.Payout(ctx, req); err != nil {
+		if _, err := w.Payout(ctx, arg1_2); err != nil {
 			t.Fatalf("replay after the takeover: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -423,11 +423,11 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("twins", func(t *testing.T) {
 		// Two identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		req := samplePaymentsRefundArgs(t)
+		arg1 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "twins", "")
 		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[RefundReceipt] {
-			r, err := w.Refund(ctx, req)
+			r, err := w.Refund(ctx, arg1)
 			return idemgenResult[RefundReceipt]{r, err}
 		})
 		idemgenSame(t, rs[:])
@@ -437,11 +437,11 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		req := samplePaymentsRefundArgs(t)
+		arg1 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "storm", "")
 		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[RefundReceipt] {
-			r, err := w.Refund(ctx, req)
+			r, err := w.Refund(ctx, arg1)
 			return idemgenResult[RefundReceipt]{r, err}
 		})
 		idemgenSame(t, rs)
@@ -451,13 +451,13 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
 		env, _, w := setup(t)
-		req := samplePaymentsRefundArgs(t)
+		arg1 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "reused", "")
-		if _, err := w.Refund(ctx, req); err != nil {
+		if _, err := w.Refund(ctx, arg1); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		req.PaymentID++ // another request under the same key
-		err := idemgenErr(w.Refund(ctx, req))
+		arg1.PaymentID++ // another request under the same key
+		err := idemgenErr(w.Refund(ctx, arg1))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
@@ -467,11 +467,11 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
 		env, _, w := setup(t)
-		req := samplePaymentsRefundArgs(t)
-		if _, err := w.Refund(idemgenCtx(t, "key-a", ""), req); err != nil {
+		arg1 := samplePaymentsRefundArgs(t)
+		if _, err := w.Refund(idemgenCtx(t, "key-a", ""), arg1); err != nil {
 			t.Fatalf("key-a: %v", err)
 		}
-		if _, err := w.Refund(idemgenCtx(t, "key-b", ""), req); err != nil {
+		if _, err := w.Refund(idemgenCtx(t, "key-b", ""), arg1); err != nil {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -480,11 +480,11 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
 		env, _, w := setup(t)
-		req := samplePaymentsRefundArgs(t)
-		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-a"), req); err != nil {
+		arg1 := samplePaymentsRefundArgs(t)
+		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-a"), arg1); err != nil {
 			t.Fatalf("tenant-a: %v", err)
 		}
-		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-b"), req); err != nil {
+		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-b"), arg1); err != nil {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -493,13 +493,13 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
 		env, _, w := setup(t)
-		req := samplePaymentsRefundArgs(t)
+		arg1 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
-		if _, err := w.Refund(ctx, req); err != nil {
+		if _, err := w.Refund(ctx, arg1); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
 		env.clock.Advance(48*time.Hour + time.Minute)
-		if _, err := w.Refund(ctx, req); err != nil {
+		if _, err := w.Refund(ctx, arg1); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -508,11 +508,11 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.
 		env, svc, w := setup(t)
-		req := samplePaymentsRefundArgs(t)
+		arg1 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "failing", "")
 		var zero RefundReceipt
-		_, err := idem.Atomic(ctx, env.store, idemPaymentsRefund, fingerprintPaymentsRefund(req), func(ctx context.Context, tx pgx.Tx) (RefundReceipt, error) {
-			if _, err := svc.Refund(ctx, tx, req); err != nil {
+		_, err := idem.Atomic(ctx, env.store, idemPaymentsRefund, fingerprintPaymentsRefund(arg1), func(ctx context.Context, tx pgx.Tx) (RefundReceipt, error) {
+			if _, err := svc.Refund(ctx, tx, arg1); err != nil {
 				return zero, err
 			}
 			return zero, errIdemgenInjected
@@ -521,7 +521,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
 		env.wantRows(t, "Payments.Refund", 0)
-		if _, err := w.Refund(ctx, req); err != nil {
+		if _, err := w.Refund(ctx, arg1); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -530,26 +530,26 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("in the caller's transaction", func(t *testing.T) {
 		// Inside one caller transaction (RefundInTx): a retry replays, another request is refused, and the transaction stays usable.
 		env, _, w := setup(t)
-		req := samplePaymentsRefundArgs(t)
+		arg1 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "in-tx", "")
 		tx, err := env.db.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatalf("begin: %v", err)
 		}
 		defer tx.Rollback(ctx) // after Commit, a no-op
-		first, err := w.RefundInTx(ctx, tx, req)
+		first, err := w.RefundInTx(ctx, tx, arg1)
 		if err != nil {
 			t.Fatalf("first call: %v", err)
 		}
-		again, err := w.RefundInTx(ctx, tx, req)
+		again, err := w.RefundInTx(ctx, tx, arg1)
 		if err != nil {
 			t.Fatalf("retry in the same transaction: %v", err)
 		}
 		if !reflect.DeepEqual(first, again) {
 			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 		}
-		req.PaymentID++ // another request under the same key
-		if err := idemgenErr(w.RefundInTx(ctx, tx, req)); !errors.Is(err, idem.ErrMismatch) {
+		arg1.PaymentID++ // another request under the same key
+		if err := idemgenErr(w.RefundInTx(ctx, tx, arg1)); !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"go/types"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -185,6 +186,7 @@ func build(l *loaded) (*Package, ErrorList) {
 
 	recvs := map[string]*Receiver{}
 	seen := map[*ast.FuncDecl]*Directive{}
+	dirOf := map[*Method]*Directive{}
 	for _, f := range fs {
 		if f.decl == nil {
 			continue
@@ -198,6 +200,7 @@ func build(l *loaded) (*Package, ErrorList) {
 		if meth == nil {
 			continue
 		}
+		dirOf[meth] = f.d
 		r := recvs[meth.Receiver]
 		if r == nil {
 			r = &Receiver{Name: meth.Receiver}
@@ -208,6 +211,7 @@ func build(l *loaded) (*Package, ErrorList) {
 	for _, r := range recvs {
 		sort.Slice(r.Methods, func(i, j int) bool { return r.Methods[i].Name < r.Methods[j].Name })
 		m.Receivers = append(m.Receivers, r)
+		checkWrapperNames(r, dirOf, e)
 	}
 	sort.Slice(m.Receivers, func(i, j int) bool { return m.Receivers[i].Name < m.Receivers[j].Name })
 	b.checkInlineTables(m.Receivers)
@@ -229,6 +233,23 @@ func build(l *loaded) (*Package, ErrorList) {
 		return nil, e.list
 	}
 	return m, nil
+}
+
+// checkWrapperNames refuses two annotated methods whose wrapper methods
+// would share a name: the InTx variant of an atomic M is MInTx, which must
+// not be annotated too.
+func checkWrapperNames(r *Receiver, dirOf map[*Method]*Directive, e *errs) {
+	byName := map[string]*Method{}
+	for _, m := range r.Methods {
+		byName[m.Name] = m
+	}
+	for _, m := range r.Methods {
+		other := byName[m.Name+"InTx"]
+		if m.Mode != ModeAtomic || other == nil {
+			continue
+		}
+		e.add(dirOf[m].Pos, "the wrapper %s gets a method %sInTx (%s run in the caller's transaction), which collides with the wrapper of the annotated method %s.%s at %s; rename one of the two methods", "Idempotent"+r.Name, m.Name, m.Name, r.Name, other.Name, dirOf[other].Pos)
+	}
 }
 
 func isTypeError(pe packages.Error) bool { return pe.Kind == packages.TypeError }
@@ -360,6 +381,13 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 	}
 
 	// Parameters after ctx (and tx): all fingerprinted, in order.
+	pkgNames := map[string]bool{}
+	for i := 0; i < params.Len(); i++ {
+		packageNames(params.At(i).Type(), pkgNames)
+	}
+	for i := 0; i < res.Len(); i++ {
+		packageNames(res.At(i).Type(), pkgNames)
+	}
 	used := map[string]bool{}
 	for i := first; i < params.Len(); i++ {
 		v := params.At(i)
@@ -367,11 +395,7 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		if name == "" || name == "_" {
 			name = fmt.Sprintf("arg%d", i-first+1)
 		}
-		local := name
-		if reservedLocal(local) || used[local] || b.pkg.Scope().Lookup(local) != nil {
-			local = fmt.Sprintf("arg%d", i-first+1)
-		}
-		used[local] = true
+		local := b.paramLocal(name, i-first+1, used, pkgNames)
 		walk := &fpWalk{b: b, pos: fset.Position(v.Pos()), m: m, param: len(m.Params)}
 		if !walk.check(v.Type(), name, []string{}, map[string]bool{}) {
 			ok = false
@@ -404,14 +428,89 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 	return m
 }
 
+// paramLocal picks the identifier generated code gives the n-th argument,
+// declared as name: name itself when it shadows nothing the generated code
+// uses, else argN (argN_2, ... if the user took that too). Nothing the
+// generated code declares or refers to inside a function (its own locals,
+// the imported packages, package-level declarations, the generated
+// identifiers allocated later) can then be hidden by an argument.
+func (b *builder) paramLocal(name string, n int, used, pkgNames map[string]bool) string {
+	free := func(s string) bool {
+		return !reservedLocal(s) && !used[s] && !pkgNames[s] && b.pkg.Scope().Lookup(s) == nil && !b.names.taken[s]
+	}
+	local := name
+	for i := 1; !free(local); i++ {
+		local = fmt.Sprintf("arg%d", n)
+		if i > 1 {
+			local = fmt.Sprintf("arg%d_%d", n, i)
+		}
+	}
+	used[local] = true
+	// Package-level names allocated later avoid every argument's name.
+	b.names.taken[local] = true
+	return local
+}
+
+// loopVarRE matches the loop variables of generated fingerprint code (e0, k1).
+var loopVarRE = regexp.MustCompile(`^[ek][0-9]+$`)
+
 // reservedLocal reports identifiers the generated wrappers declare or
 // import, which a parameter must not shadow.
 func reservedLocal(name string) bool {
 	switch name {
-	case "w", "ctx", "tx", "f", "v", "idem", "pgx", "context", "time", "errors", "testing", "maps", "slices":
+	case "w", "ctx", "tx", "f", "v", "err", "idem", "idemtest", "pgx", "context", "time", "errors", "testing",
+		"maps", "slices", "reflect", "atomic", "unsafe":
 		return true
 	}
-	return false
+	return loopVarRE.MatchString(name)
+}
+
+// packageNames adds the names of the packages whose types t spells out,
+// which generated code refers to by those names.
+func packageNames(t types.Type, into map[string]bool) {
+	switch u := t.(type) {
+	case *types.Alias:
+		packageNames(types.Unalias(u), into)
+	case *types.Named:
+		if u.Obj().Pkg() != nil {
+			into[u.Obj().Pkg().Name()] = true
+		}
+		for i := 0; i < u.TypeArgs().Len(); i++ {
+			packageNames(u.TypeArgs().At(i), into)
+		}
+	case *types.Pointer:
+		packageNames(u.Elem(), into)
+	case *types.Slice:
+		packageNames(u.Elem(), into)
+	case *types.Array:
+		packageNames(u.Elem(), into)
+	case *types.Chan:
+		packageNames(u.Elem(), into)
+	case *types.Map:
+		packageNames(u.Key(), into)
+		packageNames(u.Elem(), into)
+	case *types.Struct:
+		for i := 0; i < u.NumFields(); i++ {
+			packageNames(u.Field(i).Type(), into)
+		}
+	case *types.Signature:
+		for _, tup := range []*types.Tuple{u.Params(), u.Results()} {
+			for i := 0; i < tup.Len(); i++ {
+				packageNames(tup.At(i).Type(), into)
+			}
+		}
+	case *types.Interface:
+		for i := 0; i < u.NumEmbeddeds(); i++ {
+			packageNames(u.EmbeddedType(i), into)
+		}
+		for i := 0; i < u.NumExplicitMethods(); i++ {
+			packageNames(u.ExplicitMethod(i).Type(), into)
+		}
+	case *types.Basic:
+		if u.Kind() == types.UnsafePointer {
+			into["unsafe"] = true
+		}
+	}
 }
 
 func errorType() *types.Interface {

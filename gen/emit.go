@@ -3,6 +3,7 @@ package gen
 import (
 	"bytes"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -109,9 +110,15 @@ func (e *emitter) typ(t *Type) *jen.Statement {
 		var fields []jen.Code
 		for _, fl := range t.Fields {
 			var s *jen.Statement
-			if fl.Embedded {
+			switch {
+			case fl.Alias != nil:
+				s = e.typ(fl.Alias)
+				if fl.Type.Kind == KindPointer {
+					s = jen.Op("*").Add(s)
+				}
+			case fl.Embedded:
 				s = e.typ(fl.Type)
-			} else {
+			default:
 				s = jen.Id(fl.Name).Add(e.typ(fl.Type))
 			}
 			if fl.Tag != "" {
@@ -120,6 +127,44 @@ func (e *emitter) typ(t *Type) *jen.Statement {
 			fields = append(fields, s)
 		}
 		return jen.Struct(fields...)
+	case KindFunc:
+		var params, results []jen.Code
+		for i, p := range t.Params {
+			if t.Variadic && i == len(t.Params)-1 {
+				params = append(params, jen.Op("...").Add(e.typ(p.Elem)))
+				continue
+			}
+			params = append(params, e.typ(p))
+		}
+		for _, r := range t.Results {
+			results = append(results, e.typ(r))
+		}
+		s := jen.Func().Params(params...)
+		switch len(results) {
+		case 0:
+			return s
+		case 1:
+			return s.Add(results[0])
+		}
+		return s.Params(results...)
+	case KindChan:
+		switch t.ChanDir {
+		case "chan<-":
+			return jen.Chan().Op("<-").Add(e.typ(t.Elem))
+		case "<-chan":
+			return jen.Op("<-").Chan().Add(e.typ(t.Elem))
+		}
+		return jen.Chan().Add(e.typ(t.Elem))
+	case KindInterface:
+		var items []jen.Code
+		for _, fl := range t.Fields {
+			if fl.Embedded {
+				items = append(items, e.typ(fl.Type))
+				continue
+			}
+			items = append(items, jen.Id(fl.Name).Add((*e.typ(fl.Type))[1:]...))
+		}
+		return jen.Interface(items...)
 	}
 	return jen.Id(t.Expr)
 }
@@ -392,8 +437,14 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 			doc += fmt.Sprintf(" Left out (idem:\"-\"): %s.", strings.Join(left, ", "))
 		}
 	}
+	v := jen.Id("v")
+	if n.Underlying.Kind == KindNamed {
+		// type Date time.Time: hashed as the type it converts to.
+		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, as the %s.%s it converts to.", n.Helper, article(n.Type.Name), n.Type.Name, path.Base(n.Underlying.PkgPath), n.Underlying.Name)
+		v = e.typ(n.Underlying).Call(v)
+	}
 	return comment(doc).Line().Func().Id(n.Helper).Params(jen.Id("f").Op("*").Qual(idemPath, "Fingerprinter"), jen.Id("v").Add(e.typ(n.Type))).
-		Block(e.fpValue(n.Underlying, jen.Id("v"), 0)...).Line()
+		Block(e.fpValue(n.Underlying, v, 0)...).Line()
 }
 
 func article(name string) string {

@@ -99,7 +99,13 @@ const (
 	KindArray   Kind = "array"
 	KindMap     Kind = "map"
 	KindStruct  Kind = "struct"
-	KindOther   Kind = "other" // func, chan, interface: rendered from Expr, never fingerprinted
+	// KindFunc, KindChan and KindInterface are never fingerprinted; they are
+	// rendered, with their imports, where a left-out field or a signature
+	// needs them.
+	KindFunc      Kind = "func"
+	KindChan      Kind = "chan"
+	KindInterface Kind = "interface"
+	KindOther     Kind = "other" // anything else: rendered from Expr, never fingerprinted
 )
 
 // Type is a Go type as the emitter needs it.
@@ -112,7 +118,11 @@ type Type struct {
 	Elem     *Type   // pointer, slice, array, map value
 	Key      *Type   // map key
 	Len      int64   // array length
-	Fields   []Field // struct fields
+	Fields   []Field // struct fields; KindInterface: methods (Type is a KindFunc) and embedded types
+	Params   []*Type // KindFunc
+	Results  []*Type // KindFunc
+	Variadic bool    // KindFunc: the last parameter is ...Elem of its slice type
+	ChanDir  string  // KindChan: "chan", "<-chan" or "chan<-"
 	Expr     string  // KindOther: the type as Go source
 }
 
@@ -121,6 +131,7 @@ type Field struct {
 	Name     string
 	Type     *Type
 	Embedded bool
+	Alias    *Type // embedded through an alias: the alias, which names the field
 	Tag      string
 	Omitted  bool // tagged idem:"-": not fingerprinted
 }

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"fmt"
 	"go/token"
 	"go/types"
 	"reflect"
@@ -13,6 +14,9 @@ import (
 func (b *builder) render(t types.Type) *Type {
 	switch t := types.Unalias(t).(type) {
 	case *types.Basic:
+		if t.Kind() == types.UnsafePointer {
+			return &Type{Kind: KindNamed, PkgPath: "unsafe", Name: "Pointer"}
+		}
 		return &Type{Kind: KindBasic, Basic: t.Name()}
 	case *types.Named:
 		out := &Type{Kind: KindNamed, Name: t.Obj().Name()}
@@ -42,8 +46,38 @@ func (b *builder) render(t types.Type) *Type {
 		for i := 0; i < t.NumFields(); i++ {
 			f := t.Field(i)
 			tag := t.Tag(i)
-			out.Fields = append(out.Fields, Field{Name: f.Name(), Type: b.render(f.Type()), Embedded: f.Embedded(),
-				Tag: tag, Omitted: omitted(tag) || f.Name() == "_"})
+			fl := Field{Name: f.Name(), Type: b.render(f.Type()), Embedded: f.Embedded(),
+				Tag: tag, Omitted: omitted(tag) || f.Name() == "_"}
+			et := f.Type()
+			if p, ok := et.(*types.Pointer); ok {
+				et = p.Elem()
+			}
+			if a, ok := et.(*types.Alias); ok && f.Embedded() && a.Obj().Pkg() != nil {
+				fl.Alias = &Type{Kind: KindNamed, Name: a.Obj().Name(), PkgPath: a.Obj().Pkg().Path()}
+			}
+			out.Fields = append(out.Fields, fl)
+		}
+		return out
+	case *types.Signature:
+		out := &Type{Kind: KindFunc, Variadic: t.Variadic()}
+		for i := 0; i < t.Params().Len(); i++ {
+			out.Params = append(out.Params, b.render(t.Params().At(i).Type()))
+		}
+		for i := 0; i < t.Results().Len(); i++ {
+			out.Results = append(out.Results, b.render(t.Results().At(i).Type()))
+		}
+		return out
+	case *types.Chan:
+		dir := map[types.ChanDir]string{types.SendRecv: "chan", types.SendOnly: "chan<-", types.RecvOnly: "<-chan"}[t.Dir()]
+		return &Type{Kind: KindChan, ChanDir: dir, Elem: b.render(t.Elem())}
+	case *types.Interface:
+		out := &Type{Kind: KindInterface}
+		for i := 0; i < t.NumEmbeddeds(); i++ {
+			out.Fields = append(out.Fields, Field{Type: b.render(t.EmbeddedType(i)), Embedded: true})
+		}
+		for i := 0; i < t.NumExplicitMethods(); i++ {
+			m := t.ExplicitMethod(i)
+			out.Fields = append(out.Fields, Field{Name: m.Name(), Type: b.render(m.Type())})
 		}
 		return out
 	}
@@ -61,6 +95,15 @@ func omitted(tag string) bool {
 	return v == "-"
 }
 
+// qualifier spells types as the user's source does: the package's own
+// unqualified, others by package name.
+func (b *builder) qualifier(p *types.Package) string {
+	if p == b.pkg {
+		return ""
+	}
+	return p.Name()
+}
+
 func qualified(t types.Type) string { return types.TypeString(t, nil) }
 
 // fpWalk checks that a request parameter can be fingerprinted and records,
@@ -75,7 +118,7 @@ type fpWalk struct {
 // check walks t reached at path. stack holds the named types being walked,
 // so recursive types stop at their second occurrence.
 func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[string]bool) bool {
-	rel := func(t types.Type) string { return types.TypeString(t, types.RelativeTo(w.b.pkg)) }
+	rel := func(t types.Type) string { return types.TypeString(t, w.b.qualifier) }
 	fail := func(why string) bool {
 		w.b.e.add(w.pos, "cannot fingerprint %s (%s): %s; tag the field idem:\"-\" to leave it out of the fingerprint, or use a plain value", path, rel(t), why)
 		return false
@@ -103,21 +146,30 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 		if _, basic := u.Underlying().(*types.Basic); basic {
 			return w.check(u.Underlying(), path, fieldPath, stack)
 		}
+		if tt := timeType(u); tt != nil {
+			// type Date time.Time: hashed as the time.Time it converts to.
+			w.leaf(path, fieldPath, "")
+			if w.b.named[key] == nil {
+				w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(tt), Helper: w.b.helperName(obj)}
+			}
+			return true
+		}
 		if stack[key] {
 			w.m.Fingerprinted = append(w.m.Fingerprinted, path+" (recursive)")
 			return true
 		}
-		if w.b.named[key] == nil {
-			helper := "fp" + obj.Name()
-			if obj.Pkg() != w.b.pkg {
-				helper = "fp" + strings.ToUpper(obj.Pkg().Name()[:1]) + obj.Pkg().Name()[1:] + obj.Name()
+		if st, ok := u.Underlying().(*types.Struct); ok {
+			if hidden, pkg := w.hiddenFields(st); len(hidden) > 0 {
+				return fail(fmt.Sprintf("its fields %s are unexported in package %s, so generated code cannot read them", strings.Join(hidden, ", "), pkg))
 			}
-			w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(u.Underlying()), Helper: helper}
+		}
+		if w.b.named[key] == nil {
+			w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(u.Underlying()), Helper: w.b.helperName(obj)}
 		}
 		stack[key] = true
 		defer delete(stack, key)
 		if st, ok := u.Underlying().(*types.Struct); ok {
-			return w.fields(st, obj.Pkg() != w.b.pkg, path, fieldPath, stack)
+			return w.fields(st, path, fieldPath, stack)
 		}
 		return w.check(u.Underlying(), path, nil, stack)
 	case *types.Basic:
@@ -164,7 +216,10 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 		ok = w.check(u.Key(), path+" keys", nil, stack)
 		return w.check(u.Elem(), path+"[key]", nil, stack) && ok
 	case *types.Struct:
-		return w.fields(u, false, path, fieldPath, stack)
+		if hidden, pkg := w.hiddenFields(u); len(hidden) > 0 {
+			return fail(fmt.Sprintf("its fields %s are unexported in package %s, so generated code cannot read them", strings.Join(hidden, ", "), pkg))
+		}
+		return w.fields(u, path, fieldPath, stack)
 	case *types.Interface:
 		return fail("an interface's dynamic value is not known at generate time")
 	case *types.Chan:
@@ -177,7 +232,26 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 	return fail("this kind of type is not supported")
 }
 
-func (w *fpWalk) fields(st *types.Struct, foreign bool, path string, fieldPath []string, stack map[string]bool) bool {
+// hiddenFields returns the fields of st that generated code in the user's
+// package cannot read (unexported in another package, left-out ones
+// aside), and that package's path.
+func (w *fpWalk) hiddenFields(st *types.Struct) ([]string, string) {
+	var hidden []string
+	pkg := ""
+	for i := 0; i < st.NumFields(); i++ {
+		f := st.Field(i)
+		if f.Exported() || f.Name() == "_" || f.Pkg() == w.b.pkg || omitted(st.Tag(i)) {
+			continue
+		}
+		hidden = append(hidden, f.Name())
+		pkg = f.Pkg().Path()
+	}
+	return hidden, pkg
+}
+
+// fields walks the fields of a struct. Problems inside a field declared in
+// the user's package are reported at that field.
+func (w *fpWalk) fields(st *types.Struct, path string, fieldPath []string, stack map[string]bool) bool {
 	ok := true
 	for i := 0; i < st.NumFields(); i++ {
 		f := st.Field(i)
@@ -189,20 +263,43 @@ func (w *fpWalk) fields(st *types.Struct, foreign bool, path string, fieldPath [
 			w.m.Omitted = append(w.m.Omitted, fp)
 			continue
 		}
-		if foreign && !f.Exported() {
-			w.b.e.add(w.pos, "cannot fingerprint %s: the field %s is unexported in package %s, so generated code cannot read it; tag the field holding it idem:\"-\" or use a plain value", path, f.Name(), f.Pkg().Path())
-			ok = false
-			continue
-		}
 		var sub []string
 		if fieldPath != nil {
 			sub = append(append([]string{}, fieldPath...), f.Name())
 		}
+		outer := w.pos
+		if f.Pkg() == w.b.pkg && f.Pos().IsValid() {
+			w.pos = w.b.l.pkg.Fset.Position(f.Pos())
+		}
 		if !w.check(f.Type(), fp, sub, stack) {
 			ok = false
 		}
+		w.pos = outer
 	}
 	return ok
+}
+
+// timeType returns time.Time when n is a defined type over time.Time's
+// struct (type Date time.Time), else nil.
+func timeType(n *types.Named) types.Type {
+	st, ok := n.Underlying().(*types.Struct)
+	if !ok || st.NumFields() == 0 || st.Field(0).Pkg() == nil || st.Field(0).Pkg().Path() != "time" {
+		return nil
+	}
+	obj := st.Field(0).Pkg().Scope().Lookup("Time")
+	if obj == nil || !types.Identical(obj.Type().Underlying(), st) {
+		return nil
+	}
+	return obj.Type()
+}
+
+// helperName is the (not yet unique) name of the fingerprint helper of a
+// named type: fpOrder, or fpUuidUUID for another package's type.
+func (b *builder) helperName(obj *types.TypeName) string {
+	if obj.Pkg() != b.pkg {
+		return "fp" + strings.ToUpper(obj.Pkg().Name()[:1]) + obj.Pkg().Name()[1:] + obj.Name()
+	}
+	return "fp" + obj.Name()
 }
 
 // leaf records a hashed value; kind != "" marks a scalar reachable through
