@@ -54,6 +54,7 @@ type config struct {
 	maxAttempts int
 	baseBackoff time.Duration
 	heartbeat   time.Duration
+	txPooling   bool
 }
 
 // Option configures a Store.
@@ -102,15 +103,16 @@ func WithHeartbeat(interval time.Duration) Option { return func(c *config) { c.h
 
 // Store is the ledger. It is safe for concurrent use.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool   Pool
 	cfg    config
 	ledger Ledger
 	q      queries
 }
 
-// NewStore returns a Store over pool. It fails only on invalid options.
-func NewStore(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
-	if pool == nil {
+// NewStore returns a Store over pool (a *pgxpool.Pool, or a type wrapping
+// one). It fails only on invalid options.
+func NewStore(pool Pool, opts ...Option) (*Store, error) {
+	if p, ok := pool.(*pgxpool.Pool); pool == nil || ok && p == nil {
 		return nil, errors.New("idem: NewStore: nil pool")
 	}
 	cfg := config{
@@ -133,6 +135,11 @@ func NewStore(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if cfg.maxAttempts < 1 {
 		cfg.maxAttempts = 1
 	}
+	if cfg.txPooling {
+		if err := checkPooling(pool); err != nil {
+			return nil, fmt.Errorf("idem: NewStore: %w", err)
+		}
+	}
 	l, err := LedgerSchema(cfg.table)
 	if err != nil {
 		return nil, fmt.Errorf("idem: NewStore: %w", err)
@@ -144,7 +151,7 @@ func NewStore(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 func (s *Store) Ledger() Ledger { return s.ledger }
 
 // Pool returns the pool the store uses.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+func (s *Store) Pool() Pool { return s.pool }
 
 // now returns the clock's time, or nil to let the database use now().
 func (s *Store) now() any {
