@@ -27,7 +27,7 @@ for a in "$@"; do
 done
 if [ "${#patterns[@]}" -eq 0 ]; then
 	for m in $(scripts/modules.sh); do
-		patterns+=("./$m/...")
+		if [ "$m" = . ]; then patterns+=(./...); else patterns+=("./$m/..."); fi
 	done
 fi
 
