@@ -1,9 +1,14 @@
 package gen
 
 import (
+	"bytes"
 	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
 	"go/token"
 	"go/types"
+	"strconv"
 	"strings"
 )
 
@@ -11,87 +16,134 @@ import (
 type fixtureWant struct {
 	pos   token.Position // the directive that needs it
 	name  string
-	want  string // the declaration to add, as source
-	wantQ string // its type, fully qualified, to compare with
+	want  string // the declaration to add, as Go source a user can paste
 	what  string // what it must do
+	recv  string // the receiver type's name
+	meth  string // sample fixtures: the method whose arguments it returns
+	first int    // sample fixtures: the index of the first sampled parameter
 }
 
 // wantFixtures records the fixtures method m needs.
 func (b *builder) wantFixtures(pos token.Position, m *Method, sig *types.Signature, first int) {
-	q := types.RelativeTo(b.pkg)
 	recv := "new" + m.Receiver + "ForTest"
 	if !b.fixtureSeen[recv] {
 		b.fixtureSeen[recv] = true
 		b.fixtures = append(b.fixtures, fixtureWant{
-			pos: pos, name: recv,
-			want:  fmt.Sprintf("func %s(t *testing.T, db *idemtest.DB) *%s", recv, m.Receiver),
-			wantQ: fmt.Sprintf("func(*testing.T, *%s.DB) *%s.%s", idemtestPath, b.pkg.Path(), m.Receiver),
-			what:  "builds the service under test on the test's database (db.Pool); create the tables it needs there",
+			pos: pos, name: recv, recv: m.Receiver,
+			want: fmt.Sprintf("func %s(t *testing.T, db *idemtest.DB) *%s", recv, m.Receiver),
+			what: "builds the service under test on the test's database (db.Pool); create the tables it needs there",
 		})
 	}
 	if len(m.Params) == 0 {
 		return // nothing to sample
 	}
-	var src, qual []string
+	var src []string
 	for i, p := range m.Params {
-		t := sig.Params().At(first + i).Type()
-		src = append(src, p.Name+" "+types.TypeString(t, q))
-		qual = append(qual, types.TypeString(t, nil))
+		src = append(src, p.Name+" "+types.TypeString(sig.Params().At(first+i).Type(), b.qualifier))
 	}
 	name := "sample" + m.Receiver + m.Name + "Args"
-	f := fixtureWant{pos: pos, name: name,
-		want:  fmt.Sprintf("func %s(t *testing.T) (%s)", name, strings.Join(src, ", ")),
-		wantQ: "func(*testing.T)",
-		what:  fmt.Sprintf("returns a valid request for %s, one it accepts and completes without error", m.Key),
-	}
-	switch len(qual) {
-	case 1:
-		f.wantQ += " " + qual[0]
-	default:
-		f.wantQ += " (" + strings.Join(qual, ", ") + ")"
-	}
-	b.fixtures = append(b.fixtures, f)
+	b.fixtures = append(b.fixtures, fixtureWant{pos: pos, name: name, recv: m.Receiver, meth: m.Name, first: first,
+		want: pasteable(fmt.Sprintf("func %s(t *testing.T) (%s)", name, strings.Join(src, ", "))),
+		what: fmt.Sprintf("returns a valid request for %s, one it accepts and completes without error", m.Key),
+	})
 }
 
-// sameSignature compares a function type with a wanted one, ignoring
-// parameter and result names.
-func sameSignature(t types.Type, wantQ string) bool {
-	sig, ok := t.(*types.Signature)
-	if !ok {
-		return false
+// pasteable formats a function declaration's signature as gofmt would, so
+// anonymous structs and long parameter lists read as Go, with struct tags
+// in backquotes. It returns decl unchanged if it does not parse.
+func pasteable(decl string) string {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "", "package p\n\n"+decl+" {}\n", 0)
+	if err != nil {
+		return decl
 	}
-	strip := func(tup *types.Tuple) *types.Tuple {
-		var vs []*types.Var
-		for i := 0; i < tup.Len(); i++ {
-			vs = append(vs, types.NewParam(token.NoPos, nil, "", tup.At(i).Type()))
+	ast.Inspect(f, func(n ast.Node) bool {
+		if fl, ok := n.(*ast.Field); ok && fl.Tag != nil {
+			if v, err := strconv.Unquote(fl.Tag.Value); err == nil && !strings.Contains(v, "`") {
+				fl.Tag.Value = "`" + v + "`"
+			}
 		}
-		return types.NewTuple(vs...)
+		return true
+	})
+	var buf bytes.Buffer
+	if err := format.Node(&buf, fset, f.Decls[0]); err != nil {
+		return decl
 	}
-	got := types.TypeString(types.NewSignatureType(nil, nil, nil, strip(sig.Params()), strip(sig.Results()), sig.Variadic()), nil)
-	return got == wantQ
+	s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(buf.String()), "{}"))
+	return strings.ReplaceAll(s, "\n", "\n\t")
 }
 
 // checkFixtures checks that the functions the generated tests call exist in
-// the package's tests with the right signatures. Each problem is reported at
-// the directive that needs the fixture, with the exact function to add.
+// the package's tests with the right signatures. Types are compared for
+// identity (types.Identical) in the test package, where the fixtures and
+// the methods are type-checked together, so an alias or []uint8 for []byte
+// is as good as the name the method uses. Each problem is reported at the
+// directive that needs the fixture, with the exact function to add.
 func (b *builder) checkFixtures() {
-	var scope *types.Scope
+	var tp *types.Package
 	if b.l.test != nil && b.l.test.Types != nil {
-		scope = b.l.test.Types.Scope()
+		tp = b.l.test.Types
 	}
 	for _, f := range b.fixtures {
 		var obj types.Object
-		if scope != nil {
-			obj = scope.Lookup(f.name)
+		if tp != nil {
+			obj = tp.Scope().Lookup(f.name)
 		}
-		fn, _ := obj.(*types.Func)
-		if fn != nil && sameSignature(fn.Type(), f.wantQ) {
+		if fn, ok := obj.(*types.Func); ok && fixtureFits(tp, f, fn.Type().(*types.Signature)) {
 			continue
 		}
 		if obj == nil {
 			b.e.add(f.pos, "the generated tests need a fixture: add to a _test.go file of package %s\n\t%s\nwhich %s (or set -tests=false)", b.pkg.Name(), f.want, f.what)
 			continue
 		}
-		b.e.add(f.pos, "fixture %s has the wrong signature %s; the generated tests need\n\t%s\nwhich %s (or set -tests=false)", f.name, types.TypeString(obj.Type(), types.RelativeTo(b.pkg)), f.want, f.what)
+		b.e.add(f.pos, "fixture %s has the wrong signature %s; the generated tests need\n\t%s\nwhich %s (or set -tests=false)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
 	}
+}
+
+// qualifierIn is b.qualifier for the test variant tp of the package.
+func (b *builder) qualifierIn(tp *types.Package) types.Qualifier {
+	return func(p *types.Package) string {
+		if p == tp || p == b.pkg {
+			return ""
+		}
+		return p.Name()
+	}
+}
+
+// fixtureFits reports whether sig, declared in the test package tp, is the
+// signature fixture f needs.
+func fixtureFits(tp *types.Package, f fixtureWant, sig *types.Signature) bool {
+	recvObj, _ := tp.Scope().Lookup(f.recv).(*types.TypeName)
+	if recvObj == nil || sig.Variadic() || sig.Params().Len() == 0 || !isPointerTo(sig.Params().At(0).Type(), "testing", "T") {
+		return false
+	}
+	params, results := sig.Params(), sig.Results()
+	if f.meth == "" { // func(t *testing.T, db *idemtest.DB) *Recv
+		if params.Len() != 2 || results.Len() != 1 || !isPointerTo(params.At(1).Type(), idemtestPath, "DB") {
+			return false
+		}
+		p, ok := types.Unalias(results.At(0).Type()).(*types.Pointer)
+		return ok && types.Identical(p.Elem(), recvObj.Type())
+	}
+	// func(t *testing.T) (the method's arguments after ctx and tx)
+	obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(recvObj.Type()), true, tp, f.meth)
+	meth, ok := obj.(*types.Func)
+	if !ok || params.Len() != 1 {
+		return false
+	}
+	want := meth.Type().(*types.Signature).Params()
+	if results.Len() != want.Len()-f.first {
+		return false
+	}
+	for i := 0; i < results.Len(); i++ {
+		if !types.Identical(results.At(i).Type(), want.At(f.first+i).Type()) {
+			return false
+		}
+	}
+	return true
+}
+
+func isPointerTo(t types.Type, pkg, name string) bool {
+	p, ok := types.Unalias(t).(*types.Pointer)
+	return ok && isNamed(p.Elem(), pkg, name)
 }
