@@ -373,7 +373,7 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		ok = false
 	case res.Len() == 2:
 		r := res.At(0)
-		if b.checkResponse(r.Type(), fset.Position(r.Pos()), "the response "+types.TypeString(r.Type(), types.RelativeTo(b.pkg)), map[string]bool{}) {
+		if b.checkResponse(r.Type(), fset.Position(r.Pos()), "the response "+types.TypeString(r.Type(), types.RelativeTo(b.pkg))) {
 			m.Result = b.render(r.Type())
 		} else {
 			ok = false
