@@ -41,20 +41,31 @@ func (c *lossyConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// errLost is what the client is told once the COMMIT has gone out.
+var errLost = errors.New("connection lost after COMMIT was sent")
+
 func (c *lossyConn) Read(b []byte) (int, error) {
-	if c.dead.Load() {
-		c.drain.Do(c.swallowCommitAnswer)
-		return 0, errors.New("connection lost after COMMIT was sent")
+	if !c.dead.Load() {
+		n, err := c.Conn.Read(b)
+		if !c.dead.Load() {
+			return n, err
+		}
+		// pgx reads in the background while it writes, so the COMMIT may
+		// have gone out while this read waited, and what it read may
+		// already hold the COMMIT's answer: swallow it too.
+		got := append([]byte(nil), b[:n]...)
+		c.drain.Do(func() { c.swallowCommitAnswer(got) })
+		return 0, errLost
 	}
-	return c.Conn.Read(b)
+	c.drain.Do(func() { c.swallowCommitAnswer(nil) })
+	return 0, errLost
 }
 
-// swallowCommitAnswer reads until the server's CommandComplete for the
-// COMMIT (tag "COMMIT") has arrived, then closes the connection.
-func (c *lossyConn) swallowCommitAnswer() {
+// swallowCommitAnswer reads, after got, until the server's CommandComplete
+// for the COMMIT (tag "COMMIT") has arrived, then closes the connection.
+func (c *lossyConn) swallowCommitAnswer(got []byte) {
 	defer c.Conn.Close()
 	_ = c.Conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	var got []byte
 	buf := make([]byte, 4096)
 	for !bytes.Contains(got, []byte("COMMIT\x00")) {
 		n, err := c.Conn.Read(buf)
