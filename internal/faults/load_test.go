@@ -46,6 +46,11 @@ var errHung = errors.New("call did not return")
 // belongs to the suite, not to a scenario.
 const postmasterWaiter = "github.com/idemgen/idemgen/internal/faults.(*postgres).start.func1"
 
+// toxicStub is a goroutine of the fault proxy's links; a link cut while a
+// toxic is removed can leave one behind. It is the fault injector's, not
+// the runtime's.
+const toxicStub = "github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"
+
 // kind is the mode of an intention's method.
 type kind int
 
@@ -118,6 +123,9 @@ type envConfig struct {
 	poolSize  int32
 	execMode  pgx.QueryExecMode
 	storeOpts []idem.Option
+	// executed, if set, runs in the Executed hook: after a body returned,
+	// before its result is stored.
+	executed func(context.Context, idem.Event)
 }
 
 func newEnv(t *testing.T, name string, cfg envConfig) *env {
@@ -153,8 +161,13 @@ func newEnv(t *testing.T, name string, cfg envConfig) *env {
 		idem.WithHeartbeat(lockTimeout / 4),
 		idem.WithBackoff(5 * time.Millisecond),
 		idem.WithHooks(idem.Hooks{
-			Claimed:  func(context.Context, idem.Event) { e.claimed.Add(1) },
-			Executed: func(context.Context, idem.Event) { e.executed.Add(1) },
+			Claimed: func(context.Context, idem.Event) { e.claimed.Add(1) },
+			Executed: func(ctx context.Context, ev idem.Event) {
+				e.executed.Add(1)
+				if cfg.executed != nil {
+					cfg.executed(ctx, ev)
+				}
+			},
 		}),
 	}, cfg.storeOpts...)
 	e.store, err = idem.NewStore(e.pool, opts...)
@@ -192,6 +205,8 @@ func (e *env) callWith(svc *service, in intent, wait bool) outcome {
 		ctx = idem.WithWait(ctx)
 	}
 	ctx, o := idem.WithOutcome(ctx)
+	returned := make(chan struct{})
+	ctx = context.WithValue(ctx, returnedKey{}, (<-chan struct{})(returned))
 
 	e.mu.Lock()
 	e.nextID++
@@ -201,7 +216,9 @@ func (e *env) callWith(svc *service, in intent, wait bool) outcome {
 
 	done := make(chan outcome, 1)
 	start := time.Now()
+	gid := make(chan string, 1)
 	go func() {
+		gid <- goroutineID()
 		var out outcome
 		switch in.kind {
 		case atomicCall:
@@ -210,6 +227,7 @@ func (e *env) callWith(svc *service, in intent, wait bool) outcome {
 			out.resp, out.err = svc.Payout(ctx, in.req)
 		}
 		out.replayed = o.Replayed()
+		close(returned)
 		done <- out
 	}()
 	var out outcome
@@ -220,19 +238,31 @@ func (e *env) callWith(svc *service, in intent, wait bool) outcome {
 	select {
 	case out = <-done:
 	case <-late.C:
-		e.noteLate(in.key)
+		id := <-gid
+		gid <- id
+		e.noteLate(in.key, id)
 		select {
 		case out = <-done:
 		case <-timer.C:
-			out.err = fmt.Errorf("%w within %s (its deadline was %s); the runtime's goroutines then:\n%s",
-				errHung, hangAfter, callDeadline, idemStacks())
+			out.err = fmt.Errorf("%w within %s (its deadline was %s); it waited here:\n%s",
+				errHung, hangAfter, callDeadline, stackOf(<-gid))
 		}
 	case <-timer.C:
-		out.err = fmt.Errorf("%w within %s (its deadline was %s); the runtime's goroutines then:\n%s",
-			errHung, hangAfter, callDeadline, idemStacks())
+		out.err = fmt.Errorf("%w within %s (its deadline was %s); it waited here:\n%s",
+			errHung, hangAfter, callDeadline, stackOf(<-gid))
 	}
 	e.recordCall(id, in, out, time.Since(start))
 	return out
+}
+
+// returnedKey keys the channel, in a call's context, that is closed when the
+// call returns: hooks see which call they run in.
+type returnedKey struct{}
+
+// callReturned returns the channel closed when the call of ctx returns.
+func callReturned(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(returnedKey{}).(<-chan struct{})
+	return ch
 }
 
 // recordCall counts a call's outcome into the figures.
@@ -266,27 +296,33 @@ func (e *env) recordCall(id int64, in intent, out outcome, took time.Duration) {
 }
 
 // noteLate keeps, once per scenario, where a call past its deadline waits.
-func (e *env) noteLate(key string) {
+func (e *env) noteLate(key, gid string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.fig.late++
 	if e.lateStack == "" {
-		e.lateStack = "key " + key + ":\n" + idemStacks()
+		e.lateStack = "key " + key + ":\n" + stackOf(gid)
 	}
 }
 
-// idemStacks returns the stacks of the goroutines that are inside the
-// runtime package, to show where a hung call waits.
-func idemStacks() string {
+// goroutineID returns the id of the calling goroutine, as stacks print it.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")
+	return id
+}
+
+// stackOf returns the stack of goroutine id, to show where a call waits.
+func stackOf(id string) string {
 	buf := make([]byte, 8<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "idemgen/runtime/idem.") && len(out) < 3 {
-			out = append(out, g)
+		if strings.HasPrefix(g, "goroutine "+id+" ") {
+			return g
 		}
 	}
-	return strings.Join(out, "\n\n")
+	return "(goroutine " + id + " not found)"
 }
 
 // errKind names the kind of a call's error for the figures.
@@ -314,6 +350,7 @@ func errKind(err error) string {
 // and after settleBound.
 func (e *env) retryUntilDone(in intent, wait bool) {
 	giveUp := time.Now().Add(settleBound)
+	backoff := 5 * time.Millisecond
 	for {
 		out := e.call(in, wait)
 		if out.err == nil {
@@ -329,12 +366,15 @@ func (e *env) retryUntilDone(in intent, wait bool) {
 			e.mu.Unlock()
 			return
 		}
-		pause := time.Duration(5+rand.IntN(20)) * time.Millisecond
+		// A client's retry pacing (not an ordering): capped exponential
+		// backoff with full jitter, or the in-progress answer's RetryAfter.
+		backoff = min(2*backoff, 500*time.Millisecond)
+		pause := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
 		var ip *idem.InProgressError
 		if errors.As(out.err, &ip) {
-			pause = min(ip.RetryAfter, 200*time.Millisecond)
+			pause = min(ip.RetryAfter, pause)
 		}
-		time.Sleep(pause) // a client's retry pacing, not an ordering
+		time.Sleep(pause)
 	}
 }
 
@@ -405,9 +445,14 @@ func (e *env) drainInflight() {
 // "downstream" (to the client).
 func (e *env) addToxic(name, typ, stream string, attrs string) {
 	e.t.Helper()
+	require.NoError(e.t, e.tryAddToxic(name, typ, stream, attrs), "add toxic %s", name)
+}
+
+// tryAddToxic is addToxic for goroutines other than the test's.
+func (e *env) tryAddToxic(name, typ, stream string, attrs string) error {
 	_, err := e.proxy.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
 		`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)))
-	require.NoError(e.t, err, "add toxic %s", name)
+	return err
 }
 
 func (e *env) removeToxic(name string) {
@@ -522,7 +567,7 @@ func (e *env) finish() {
 	// little longer to wind down on a loaded machine.
 	var leak error
 	for range 20 {
-		if leak = goleak.Find(e.leaks, goleak.IgnoreAnyFunction(postmasterWaiter)); leak == nil {
+		if leak = goleak.Find(e.leaks, goleak.IgnoreAnyFunction(postmasterWaiter), goleak.IgnoreAnyFunction(toxicStub)); leak == nil {
 			break
 		}
 	}
