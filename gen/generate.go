@@ -139,10 +139,12 @@ func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
 		var methods []string
 		for _, r := range m.Receivers {
 			for _, meth := range r.Methods {
-				methods = append(methods, meth.Key)
+				if meth.Inline == nil {
+					methods = append(methods, meth.Key)
+				}
 			}
 		}
-		planned, err := migrations.Plan(migrations.Config{Format: m.MigrationFormat, Table: m.Table, Methods: methods}, existing)
+		planned, err := migrations.Plan(migrations.Config{Format: m.MigrationFormat, Table: m.Table, Methods: methods, Inline: inlineTables(m)}, existing)
 		if err != nil {
 			return fmt.Errorf("plan migrations for %s: %w", m.Path, err)
 		}

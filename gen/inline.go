@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/idemgen/idemgen/gen/migrations"
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
@@ -130,4 +131,18 @@ func (b *builder) checkInlineTables(recvs []*Receiver) {
 			b.e.add(m.Inline.pos, "%s and %s both keep their keys in %s (-inline=%s): a table holds the keys of one method; give one of them its own table or the ledger", list[0].Key, m.Key, t, t)
 		}
 	}
+}
+
+// inlineTables lists the business tables of the package's inline methods,
+// for the migration planner.
+func inlineTables(p *Package) []migrations.InlineTable {
+	var out []migrations.InlineTable
+	for _, r := range p.Receivers {
+		for _, m := range r.Methods {
+			if m.Inline != nil {
+				out = append(out, migrations.InlineTable{Table: m.Inline.Table, Methods: []string{m.Key}})
+			}
+		}
+	}
+	return out
 }

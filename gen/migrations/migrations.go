@@ -49,6 +49,9 @@ type Config struct {
 	// Methods are the methods that need the ledger, for the reviewer's
 	// header (sorted by Plan).
 	Methods []string
+	// Inline are the business tables of inline-mode methods: each gets its
+	// key columns and a partial unique index built concurrently.
+	Inline []InlineTable
 	// LockTimeout is the lock_timeout set before every DDL statement,
 	// including CREATE INDEX CONCURRENTLY (default 5s).
 	LockTimeout time.Duration
@@ -138,6 +141,16 @@ func plan(cfg Config, schema ledger.Schema, existing map[string][]byte) (map[str
 			out[name] = b
 		}
 	}
+	files, _, err := r.inlinePlan(cfg.Inline, st, existing, next, st.width(cfg.Format))
+	if err != nil {
+		return nil, err
+	}
+	for name, b := range files {
+		if _, clash := existing[name]; clash {
+			return nil, fmt.Errorf("migrations: new migration %s would overwrite an existing file", name)
+		}
+		out[name] = b
+	}
 	if cfg.Format == "atlas" {
 		all := make(map[string][]byte, len(existing)+len(out))
 		for name, b := range existing {
@@ -153,9 +166,10 @@ func plan(cfg Config, schema ledger.Schema, existing map[string][]byte) (map[str
 
 // renderer executes the embedded templates.
 type renderer struct {
-	cfg    Config
-	ledger ledger.Schema
-	tmpl   *template.Template
+	cfg     Config
+	ledger  ledger.Schema // the ledger, or a business table's inline-mode index
+	tmpl    *template.Template
+	assumes string // inline mode: what the migrations assume about the business table
 }
 
 func newRenderer(cfg Config, schema ledger.Schema) (*renderer, error) {

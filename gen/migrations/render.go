@@ -40,6 +40,8 @@ type fileData struct {
 	Companions   []string // helper migrations around a lone concurrent build
 	Companions0  string   // the index migration, named from a helper
 
+	Assumes string // inline mode: what the migration assumes about the business table
+
 	Rollback   string
 	State      string
 	Directives []string
@@ -134,6 +136,7 @@ func (r *renderer) base(kind string) fileData {
 		TableQuoted: l.Table.Quoted(),
 		Methods:     methods,
 		Key:         strings.Join(l.Key, ", "),
+		Assumes:     r.assumes,
 	}
 }
 

@@ -41,9 +41,24 @@ func NewInline(table string) (Inline, error) {
 	}, nil
 }
 
+// InlineIndexSuffix names the partial unique index: <table>_idempotency_key_idx.
+const InlineIndexSuffix = "idempotency_key_idx"
+
 // IndexName is the name of the partial unique index on (scope, key): a
 // unique violation naming it means another row holds the key.
-func (s Inline) IndexName() string { return s.Table.Derived("idempotency_key_idx") }
+func (s Inline) IndexName() string { return s.Table.Derived(InlineIndexSuffix) }
+
+// Index is the partial unique index on (scope, key) over the rows that carry
+// a key: the index that makes the method's INSERT the claim.
+func (s Inline) Index() Index {
+	return Index{
+		Suffix:  InlineIndexSuffix,
+		Columns: []string{InlineScopeColumn, InlineKeyColumn},
+		Unique:  true,
+		Where:   Quote(InlineKeyColumn) + " IS NOT NULL",
+		Comment: "makes the method's own INSERT the claim: a second row with the same (scope, key) is refused, so a retry finds the first row instead of writing another; rows without a key are not indexed",
+	}
+}
 
 // AddColumnsSQL renders the ALTER TABLE statements that add the columns.
 // Each column is added without a default (no table rewrite, no long lock)
@@ -53,22 +68,22 @@ func (s Inline) AddColumnsSQL() []string {
 	for _, c := range s.Columns {
 		out = append(out, fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s;", s.Table.Quoted(), Quote(c.Name), c.Type))
 		if c.Default != "" {
-			out = append(out, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s;", s.Table.Quoted(), Quote(c.Name), c.Default))
+			out = append(out, s.SetDefaultSQL(c))
 		}
 	}
 	return out
 }
 
-// CreateIndexSQL renders the partial unique index on (scope, key) over rows
-// that carry a key. concurrently selects CREATE UNIQUE INDEX CONCURRENTLY,
-// for a table that already holds rows and takes writes.
+// SetDefaultSQL renders the statement that gives column c its default.
+func (s Inline) SetDefaultSQL(c Column) string {
+	return fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s;", s.Table.Quoted(), Quote(c.Name), c.Default)
+}
+
+// CreateIndexSQL renders the partial unique index on (scope, key).
+// concurrently selects CREATE UNIQUE INDEX CONCURRENTLY, for a table that
+// already holds rows and takes writes.
 func (s Inline) CreateIndexSQL(concurrently bool) string {
-	kw := "UNIQUE INDEX"
-	if concurrently {
-		kw += " CONCURRENTLY"
-	}
-	return fmt.Sprintf("CREATE %s IF NOT EXISTS %s ON %s (%s, %s) WHERE %s IS NOT NULL;",
-		kw, Quote(s.IndexName()), s.Table.Quoted(), Quote(InlineScopeColumn), Quote(InlineKeyColumn), Quote(InlineKeyColumn))
+	return Schema{Table: s.Table}.CreateIndexSQL(s.Index(), concurrently)
 }
 
 // DropIndexSQL renders the statement that drops the index (a down migration).
@@ -77,7 +92,7 @@ func (s Inline) DropIndexSQL(concurrently bool) string {
 	if concurrently {
 		kw += " CONCURRENTLY"
 	}
-	return fmt.Sprintf("%s IF EXISTS %s;", kw, s.Table.QuotedDerived("idempotency_key_idx"))
+	return fmt.Sprintf("%s IF EXISTS %s;", kw, s.Table.QuotedDerived(InlineIndexSuffix))
 }
 
 // DropColumnsSQL renders the statement that drops the columns (a down migration).

@@ -126,6 +126,7 @@ type Index struct {
 	Suffix  string   // name suffix; the index is named <table>_<suffix>
 	Columns []string // indexed columns, in order
 	Unique  bool
+	Where   string // SQL predicate of a partial index, "" for a full one
 	Comment string // why the index exists
 }
 
@@ -213,8 +214,12 @@ func (l Schema) CreateIndexSQL(ix Index, concurrently bool) string {
 	if concurrently {
 		kw += " CONCURRENTLY"
 	}
-	return fmt.Sprintf("CREATE %s IF NOT EXISTS %s ON %s (%s);",
-		kw, Quote(l.Table.Derived(ix.Suffix)), l.Table.Quoted(), quoteList(ix.Columns))
+	where := ""
+	if ix.Where != "" {
+		where = " WHERE " + ix.Where
+	}
+	return fmt.Sprintf("CREATE %s IF NOT EXISTS %s ON %s (%s)%s;",
+		kw, Quote(l.Table.Derived(ix.Suffix)), l.Table.Quoted(), quoteList(ix.Columns), where)
 }
 
 // DDL returns the statements that create the ledger in an empty database, in
