@@ -20,6 +20,19 @@ have() { # have BIN VERSION: the installed binary reports VERSION
 	[ -x "$tools/bin/$1" ] && "$tools/bin/$1" --version 2>/dev/null | grep -q "$2"
 }
 
+# PgBouncer, which the fault suite (internal/faults) runs in front of
+# PostgreSQL: Debian's package, installed when missing if we may.
+if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
+	if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+		echo "install-tools: installing pgbouncer (apt-get)"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get install -y pgbouncer >/dev/null || { apt-get update >/dev/null && apt-get install -y pgbouncer >/dev/null; }
+	else
+		echo "install-tools: the fault suite needs pgbouncer: run, as root, apt-get install pgbouncer (Debian/Ubuntu)" >&2
+		exit 1
+	fi
+fi
+
 if have squawk "$SQUAWK_VERSION" && have dbmate "$DBMATE_VERSION"; then
 	echo "install-tools: squawk $SQUAWK_VERSION and dbmate $DBMATE_VERSION already in $tools/bin"
 	exit 0

@@ -147,7 +147,19 @@ func newEnv(t *testing.T, name string, cfg envConfig) *env {
 	}
 	e.proxy = toxiproxy.NewProxy(suite.toxic, strings.ReplaceAll(t.Name(), "/", "_"), "127.0.0.1:0", cfg.upstream)
 	require.NoError(t, e.proxy.Start())
-	pcfg, err := pgxpool.ParseConfig(connURL(e.proxy.Listen, db.Name))
+	e.connect(cfg)
+	return e
+}
+
+// connect opens the scenario's pool through the proxy, and its store and
+// service, replacing (and closing) any it had.
+func (e *env) connect(cfg envConfig) {
+	t := e.t
+	t.Helper()
+	if e.pool != nil {
+		e.pool.Close()
+	}
+	pcfg, err := pgxpool.ParseConfig(connURL(e.proxy.Listen, e.db.Name))
 	require.NoError(t, err)
 	pcfg.MaxConns = cmp(cfg.poolSize, 32)
 	if cfg.execMode != 0 {
@@ -173,7 +185,6 @@ func newEnv(t *testing.T, name string, cfg envConfig) *env {
 	e.store, err = idem.NewStore(e.pool, opts...)
 	require.NoError(t, err)
 	e.svc = newService(e.store, e.bank)
-	return e
 }
 
 func cmp(v, def int32) int32 {

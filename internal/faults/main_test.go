@@ -26,6 +26,10 @@ var suite struct {
 	pg    *postgres
 	toxic *toxiproxy.ApiServer
 
+	bouncerOnce sync.Once
+	bouncer     *pgbouncer
+	bouncerErr  error
+
 	mu      sync.Mutex
 	figures []figures
 }
@@ -57,6 +61,9 @@ func run(m *testing.M) int {
 	}
 	suite.toxic = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	code := m.Run()
+	if suite.bouncer != nil {
+		suite.bouncer.close()
+	}
 	printTable()
 	return code
 }
