@@ -1,0 +1,206 @@
+package idemhttp
+
+import (
+	"context"
+	crand "crypto/rand"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Defaults of a Transport whose fields are zero.
+const (
+	DefaultMaxAttempts = 5
+	DefaultBaseDelay   = 100 * time.Millisecond
+	DefaultMaxDelay    = 5 * time.Second
+	DefaultMaxWait     = 30 * time.Second
+)
+
+// Transport is an http.RoundTripper for clients of any API that takes an
+// Idempotency-Key: it keeps one key per intention, created before the first
+// attempt, and retries that same request until an answer comes back.
+//
+// Each RoundTrip is one intention. A POST or PATCH request without an
+// Idempotency-Key gets a fresh random one (128 bits from crypto/rand); a key
+// the caller set is kept. A request carrying a key is retried, with the same
+// key and body, when
+//
+//   - the round trip fails (a refused or reset connection, a lost response),
+//   - the answer is 409 Conflict (an attempt with the key is still in
+//     progress), after the response's Retry-After, or
+//   - the answer is a 5xx, after Retry-After when the response has one,
+//
+// and never on another status: a 4xx other than 409 is the answer. Between
+// attempts it waits a capped, jittered exponential backoff (BaseDelay,
+// doubling, at most MaxDelay, each wait drawn from its upper half). It stops
+// after MaxAttempts attempts, when the request's context ends, or when the
+// server asks it to wait longer than MaxWait or past the context's deadline;
+// it then returns the last response, or the last error.
+//
+// A request whose body cannot be sent again (Body set, GetBody nil, as for a
+// body that is not a *bytes.Buffer, *bytes.Reader or *strings.Reader given to
+// http.NewRequest) gets its key but is sent once. Requests of other methods,
+// and requests without a key, pass through untouched.
+//
+// Leave http.Client.Timeout unset or larger than the retries take: it bounds
+// the whole exchange, retries included. Prefer a context deadline.
+type Transport struct {
+	// Base sends each attempt; nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// MaxAttempts bounds the attempts per request, the first included;
+	// 0 means DefaultMaxAttempts.
+	MaxAttempts int
+	// BaseDelay is the first backoff; 0 means DefaultBaseDelay.
+	BaseDelay time.Duration
+	// MaxDelay caps the backoff; 0 means DefaultMaxDelay.
+	MaxDelay time.Duration
+	// MaxWait is the longest Retry-After the transport waits for; a longer
+	// one ends the retries and returns the response. 0 means DefaultMaxWait.
+	MaxWait time.Duration
+	// BareKey sends a new key as the bare value (Idempotency-Key: abc), as
+	// Stripe's clients do, instead of the draft's quoted Structured Field
+	// string (Idempotency-Key: "abc"). The server of runtime/idemhttp
+	// accepts both.
+	BareKey bool
+
+	// wait sleeps d or until ctx ends; nil means a timer. Tests replace it.
+	wait func(ctx context.Context, d time.Duration) error
+}
+
+// RoundTrip sends req, retrying as the Transport's doc says.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if req.Header.Get(HeaderKey) == "" {
+		if req.Method != http.MethodPost && req.Method != http.MethodPatch {
+			return base.RoundTrip(req)
+		}
+		req = req.Clone(req.Context()) // a RoundTripper must not change the caller's request
+		key := crand.Text()
+		if !t.BareKey {
+			key = `"` + key + `"`
+		}
+		req.Header.Set(HeaderKey, key)
+	}
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return base.RoundTrip(req) // the body cannot be sent twice
+	}
+
+	ctx := req.Context()
+	attempts := orDefault(t.MaxAttempts, DefaultMaxAttempts)
+	for attempt := 1; ; attempt++ {
+		try := req
+		if attempt > 1 {
+			var err error
+			if try, err = rewind(req); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := base.RoundTrip(try)
+		if attempt >= attempts || ctx.Err() != nil || !retryable(resp, err) {
+			return resp, err
+		}
+		d := t.backoff(attempt)
+		if resp != nil {
+			if ra, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+				if ra > orDefault(t.MaxWait, DefaultMaxWait) {
+					return resp, nil
+				}
+				d = max(d, ra)
+			}
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+			return resp, err // the next attempt would start after the deadline
+		}
+		if resp != nil {
+			drain(resp)
+		}
+		if werr := t.sleep(ctx, d); werr != nil {
+			return nil, fmt.Errorf("idemhttp: Transport: %s %s: gave up after %d attempts: %w", req.Method, req.URL.Redacted(), attempt, werr)
+		}
+	}
+}
+
+// retryable reports whether an attempt's outcome calls for another.
+func retryable(resp *http.Response, err error) bool {
+	if err != nil {
+		return true
+	}
+	return resp.StatusCode == http.StatusConflict || resp.StatusCode >= 500
+}
+
+// rewind returns a copy of req with a fresh body for another attempt.
+func rewind(req *http.Request) (*http.Request, error) {
+	r := req.Clone(req.Context())
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("idemhttp: Transport: %s %s: rewind the body: %w", req.Method, req.URL.Redacted(), err)
+		}
+		r.Body = body
+	}
+	return r, nil
+}
+
+// drain reads a little of a response that will not be returned, so its
+// connection can be reused, and closes it.
+func drain(resp *http.Response) {
+	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+	_ = resp.Body.Close()
+}
+
+// backoff is the wait before attempt+1: BaseDelay·2^(attempt-1), capped at
+// MaxDelay, drawn uniformly from its upper half.
+func (t *Transport) backoff(attempt int) time.Duration {
+	d := orDefault(t.BaseDelay, DefaultBaseDelay)
+	limit := orDefault(t.MaxDelay, DefaultMaxDelay)
+	for i := 1; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (t *Transport) sleep(ctx context.Context, d time.Duration) error {
+	if t.wait != nil {
+		return t.wait(ctx, d)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// retryAfter parses a Retry-After value: delay-seconds or an HTTP-date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s < 0 {
+			return 0, false
+		}
+		return time.Duration(min(s, int64(24*time.Hour/time.Second))) * time.Second, true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(at.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// orDefault returns v, or def when v is zero or negative.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
