@@ -35,6 +35,9 @@ var suite struct {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) != "" {
+		os.Exit(workerMain())
+	}
 	flag.Parse()
 	os.Exit(run(m))
 }

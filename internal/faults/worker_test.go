@@ -1,0 +1,207 @@
+package faults
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// The worker: the test binary run again as a separate process (the caller),
+// so that it can be killed with SIGKILL in the middle of its calls.
+const (
+	workerEnv  = "FAULTS_WORKER"      // set: run as a worker, not as tests
+	workerDB   = "FAULTS_WORKER_DB"   // connection string of the scenario's database
+	workerBank = "FAULTS_WORKER_BANK" // URL of the bank, served by the test
+	workerN    = "FAULTS_WORKER_N"    // intentions per kind
+)
+
+// workerLine is what a worker prints for each call that succeeded.
+type workerLine struct {
+	Key     string
+	Receipt *receipt `json:",omitempty"`
+	Payout  *payout  `json:",omitempty"`
+}
+
+// workerMain makes every intention, two twins each, retrying until done, and
+// prints one line per success.
+func workerMain() int {
+	ctx := context.Background()
+	n, err := strconv.Atoi(os.Getenv(workerN))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	pool, err := pgxpool.New(ctx, os.Getenv(workerDB))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	defer pool.Close()
+	store, err := idem.NewStore(pool, idem.WithLockTimeout(lockTimeout), idem.WithRetention(time.Hour), idem.WithHeartbeat(lockTimeout/4))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	svc := newService(store, httpBank{url: os.Getenv(workerBank)})
+	var mu sync.Mutex
+	out := json.NewEncoder(os.Stdout)
+	var wg sync.WaitGroup
+	for _, in := range intents("killed", n, n) {
+		for range 2 {
+			wg.Go(func() {
+				backoff := 5 * time.Millisecond
+				for giveUp := time.Now().Add(settleBound); time.Now().Before(giveUp); {
+					cctx, cancel := context.WithTimeout(ctx, callDeadline)
+					cctx = idem.WithWait(idem.WithScope(idem.WithKey(cctx, in.key), scope))
+					line := workerLine{Key: in.key}
+					var err error
+					if in.kind == atomicCall {
+						var r receipt
+						r, err = svc.Charge(cctx, in.req)
+						line.Receipt = &r
+					} else {
+						var p payout
+						p, err = svc.Payout(cctx, in.req)
+						line.Payout = &p
+					}
+					cancel()
+					if err == nil {
+						mu.Lock()
+						_ = out.Encode(line)
+						mu.Unlock()
+						return
+					}
+					backoff = min(2*backoff, 500*time.Millisecond)
+					time.Sleep(time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return 0
+}
+
+// httpBank is the bank as a worker reaches it: over HTTP, served by the test.
+type httpBank struct{ url string }
+
+// Transfer posts the transfer and decodes the bank's answer.
+func (h httpBank) Transfer(ctx context.Context, key, memo string, amount int64) (transfer, error) {
+	body, err := json.Marshal(transfer{Key: key, Memo: memo, Amount: amount})
+	if err != nil {
+		return transfer{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return transfer{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return transfer{}, fmt.Errorf("bank: %w", err)
+	}
+	defer resp.Body.Close()
+	var t transfer
+	if err := json.NewDecoder(resp.Body).Decode(&t); err != nil {
+		return transfer{}, fmt.Errorf("bank: %w", err)
+	}
+	return t, nil
+}
+
+// TestCallerKilled kills the calling process with SIGKILL while it is in the
+// middle of its calls, with a transfer made at the bank whose answer it never
+// got, then runs it again with the same keys.
+func TestCallerKilled(t *testing.T) {
+	n := size(20, 200)
+	e := newEnv(t, "caller killed (SIGKILL) and rerun", envConfig{})
+	ins := intents("killed", n, n)
+
+	var calls int
+	var mu sync.Mutex
+	atBank := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req transfer
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		tr, err := e.bank.Transfer(r.Context(), req.Key, req.Memo, req.Amount)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		mu.Lock()
+		calls++
+		hold := calls == n/2
+		mu.Unlock()
+		if hold { // the money moved; the caller dies before it hears so
+			close(atBank)
+			<-r.Context().Done()
+			return
+		}
+		_ = json.NewEncoder(w).Encode(tr)
+	}))
+	defer srv.Close()
+
+	run := func(kill bool) []workerLine {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), workerEnv+"=1", workerDB+"="+suite.pg.url(e.db.Name), workerBank+"="+srv.URL, workerN+"="+strconv.Itoa(n))
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		var lines []workerLine
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				var l workerLine
+				if json.Unmarshal(sc.Bytes(), &l) == nil {
+					lines = append(lines, l)
+				}
+			}
+		}()
+		if kill {
+			<-atBank
+			require.NoError(t, cmd.Process.Kill()) // SIGKILL
+		}
+		<-read
+		err = cmd.Wait()
+		if !kill {
+			require.NoError(t, err, "the rerun worker failed")
+		}
+		return lines
+	}
+	first := run(true)
+	second := run(false)
+	srv.Close()
+	t.Logf("the killed worker reported %d successes, the rerun %d", len(first), len(second))
+
+	e.mu.Lock()
+	for _, l := range append(first, second...) {
+		e.fig.calls++
+		e.fig.ok++
+		if l.Receipt != nil {
+			e.responses[l.Key] = append(e.responses[l.Key], *l.Receipt)
+		} else if l.Payout != nil {
+			e.responses[l.Key] = append(e.responses[l.Key], *l.Payout)
+		}
+	}
+	e.mu.Unlock()
+	e.check(ins)
+}
