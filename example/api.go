@@ -19,6 +19,7 @@ const maxBody = 64 << 10
 //	POST /v1/charges   ChargeRequest → 201 Receipt        (Idempotency-Key required)
 //	POST /v1/refunds   RefundRequest → 201 RefundReceipt  (Idempotency-Key required)
 //	POST /v1/payouts   PayoutRequest → 201 PayoutReceipt  (Idempotency-Key required)
+//	POST /v1/deposits  DepositRequest → 201 DepositReceipt (Idempotency-Key required; inline mode)
 //
 // Callers authenticate with "Authorization: Bearer <account>"; the account is
 // the idempotency scope, so one merchant's key never replays another's
@@ -36,6 +37,10 @@ func NewAPI(svc *IdempotentPayments, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/payouts", handle(log, func(ctx context.Context, acct string, req PayoutRequest) (PayoutReceipt, error) {
 		req.Account = acct
 		return svc.Payout(ctx, req)
+	}))
+	mux.HandleFunc("POST /v1/deposits", handle(log, func(ctx context.Context, acct string, req DepositRequest) (DepositReceipt, error) {
+		req.Account = acct
+		return svc.Deposit(ctx, req)
 	}))
 	keys := idemhttp.New(idemhttp.Config{Scope: account})
 	return keys(mux)

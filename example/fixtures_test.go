@@ -66,3 +66,7 @@ func samplePaymentsRefundArgs(t *testing.T) (req RefundRequest) {
 func samplePaymentsPayoutArgs(t *testing.T) (req PayoutRequest) {
 	return PayoutRequest{Account: testAccount, AmountCents: 500}
 }
+
+func samplePaymentsDepositArgs(t *testing.T) (req DepositRequest) {
+	return DepositRequest{Account: testAccount, AmountCents: 2000, Currency: "EUR", Description: "counter 3"}
+}

@@ -130,11 +130,11 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 	t.Run("twins", func(t *testing.T) {
 		// Two identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		req := samplePaymentsChargeArgs(t)
+		arg1 := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "twins", "")
 		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[Receipt] {
-			r, err := w.Charge(ctx, req)
+			r, err := w.Charge(ctx, arg1)
 			return idemgenResult[Receipt]{r, err}
 		})
 		idemgenSame(t, rs[:])
@@ -144,11 +144,11 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		req := samplePaymentsChargeArgs(t)
+		arg1 := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "storm", "")
 		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[Receipt] {
-			r, err := w.Charge(ctx, req)
+			r, err := w.Charge(ctx, arg1)
 			return idemgenResult[Receipt]{r, err}
 		})
 		idemgenSame(t, rs)
@@ -158,13 +158,13 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
 		env, _, w := setup(t)
-		req := samplePaymentsChargeArgs(t)
+		arg1 := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "reused", "")
-		if _, err := w.Charge(ctx, req); err != nil {
+		if _, err := w.Charge(ctx, arg1); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		req.Account += "-changed" // another request under the same key
-		err := idemgenErr(w.Charge(ctx, req))
+		arg1.Account += "-changed" // another request under the same key
+		err := idemgenErr(w.Charge(ctx, arg1))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
@@ -174,11 +174,11 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
 		env, _, w := setup(t)
-		req := samplePaymentsChargeArgs(t)
-		if _, err := w.Charge(idemgenCtx(t, "key-a", ""), req); err != nil {
+		arg1 := samplePaymentsChargeArgs(t)
+		if _, err := w.Charge(idemgenCtx(t, "key-a", ""), arg1); err != nil {
 			t.Fatalf("key-a: %v", err)
 		}
-		if _, err := w.Charge(idemgenCtx(t, "key-b", ""), req); err != nil {
+		if _, err := w.Charge(idemgenCtx(t, "key-b", ""), arg1); err != nil {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -187,11 +187,11 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
 		env, _, w := setup(t)
-		req := samplePaymentsChargeArgs(t)
-		if _, err := w.Charge(idemgenCtx(t, "shared", "tenant-a"), req); err != nil {
+		arg1 := samplePaymentsChargeArgs(t)
+		if _, err := w.Charge(idemgenCtx(t, "shared", "tenant-a"), arg1); err != nil {
 			t.Fatalf("tenant-a: %v", err)
 		}
-		if _, err := w.Charge(idemgenCtx(t, "shared", "tenant-b"), req); err != nil {
+		if _, err := w.Charge(idemgenCtx(t, "shared", "tenant-b"), arg1); err != nil {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -200,13 +200,13 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
 		env, _, w := setup(t)
-		req := samplePaymentsChargeArgs(t)
+		arg1 := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
-		if _, err := w.Charge(ctx, req); err != nil {
+		if _, err := w.Charge(ctx, arg1); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
 		env.clock.Advance(48*time.Hour + time.Minute)
-		if _, err := w.Charge(ctx, req); err != nil {
+		if _, err := w.Charge(ctx, arg1); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -215,11 +215,11 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.
 		env, svc, w := setup(t)
-		req := samplePaymentsChargeArgs(t)
+		arg1 := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "failing", "")
 		var zero Receipt
-		_, err := idem.Atomic(ctx, env.store, idemPaymentsCharge, fingerprintPaymentsCharge(req), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
-			if _, err := svc.Charge(ctx, tx, req); err != nil {
+		_, err := idem.Atomic(ctx, env.store, idemPaymentsCharge, fingerprintPaymentsCharge(arg1), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+			if _, err := svc.Charge(ctx, tx, arg1); err != nil {
 				return zero, err
 			}
 			return zero, errIdemgenInjected
@@ -228,7 +228,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
 		env.wantRows(t, "Payments.Charge", 0)
-		if _, err := w.Charge(ctx, req); err != nil {
+		if _, err := w.Charge(ctx, arg1); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -237,26 +237,26 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 	t.Run("in the caller's transaction", func(t *testing.T) {
 		// Inside one caller transaction (ChargeInTx): a retry replays, another request is refused, and the transaction stays usable.
 		env, _, w := setup(t)
-		req := samplePaymentsChargeArgs(t)
+		arg1 := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "in-tx", "")
 		tx, err := env.db.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatalf("begin: %v", err)
 		}
 		defer tx.Rollback(ctx) // after Commit, a no-op
-		first, err := w.ChargeInTx(ctx, tx, req)
+		first, err := w.ChargeInTx(ctx, tx, arg1)
 		if err != nil {
 			t.Fatalf("first call: %v", err)
 		}
-		again, err := w.ChargeInTx(ctx, tx, req)
+		again, err := w.ChargeInTx(ctx, tx, arg1)
 		if err != nil {
 			t.Fatalf("retry in the same transaction: %v", err)
 		}
 		if !reflect.DeepEqual(first, again) {
 			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 		}
-		req.Account += "-changed" // another request under the same key
-		if err := idemgenErr(w.ChargeInTx(ctx, tx, req)); !errors.Is(err, idem.ErrMismatch) {
+		arg1.Account += "-changed" // another request under the same key
+		if err := idemgenErr(w.ChargeInTx(ctx, tx, arg1)); !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
@@ -267,6 +267,193 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		}
 		env.wantExecutions(t, 1)
 		env.wantRows(t, "Payments.Charge", 1)
+	})
+}
+
+// TestIdempotentPaymentsDeposit checks the idempotency of Payments.Deposit (inline mode: the key is stored in payments.idempotency_key) against a real PostgreSQL, counting rows of payments: twins, a storm of 32, mismatch, scopes, expiry and the sweep, a body that forgets its key, the caller's transaction.
+func TestIdempotentPaymentsDeposit(t *testing.T) {
+	// setup builds the service (fixture newPaymentsForTest) on a fresh database, adds the inline-mode
+	// columns and index to payments if the fixture has not, and wraps it with a store that reads
+	// the database clock, which stamps the key's claimed-at column.
+	setup := func(t *testing.T) (*idemgenEnv, *Payments, *IdempotentPayments) {
+		env := newIdemgenEnv(t)
+		svc := newPaymentsForTest(t, env.db)
+		for _, stmt := range []string{`ALTER TABLE "payments" ADD COLUMN IF NOT EXISTS "idempotency_key" text;`, `ALTER TABLE "payments" ADD COLUMN IF NOT EXISTS "idempotency_scope" text;`, `ALTER TABLE "payments" ADD COLUMN IF NOT EXISTS "idempotency_fingerprint" bytea;`, `ALTER TABLE "payments" ADD COLUMN IF NOT EXISTS "idempotency_claimed_at" timestamptz;`, `ALTER TABLE "payments" ALTER COLUMN "idempotency_claimed_at" SET DEFAULT now();`, `CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS "payments_idempotency_key_idx" ON "payments" ("idempotency_scope", "idempotency_key") WHERE "idempotency_key" IS NOT NULL;`} {
+			if _, err := env.db.Pool.Exec(t.Context(), stmt); err != nil {
+				t.Fatalf("add inline mode to payments: %v", err)
+			}
+		}
+		store, err := idem.NewStore(env.db.Pool, idem.WithTable("idempotency_keys"))
+		if err != nil {
+			t.Fatalf("idem.NewStore: %v", err)
+		}
+		return env, svc, NewIdempotentPayments(svc, store)
+	}
+	// keyed counts the rows of payments that carry key.
+	keyed := func(t *testing.T, env *idemgenEnv, key string) int {
+		t.Helper()
+		var n int
+		if err := env.db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM "payments" WHERE "idempotency_key" = $1`, key).Scan(&n); err != nil {
+			t.Fatalf("count rows of payments: %v", err)
+		}
+		return n
+	}
+	// total counts every row of payments.
+	total := func(t *testing.T, env *idemgenEnv) int {
+		t.Helper()
+		var n int
+		if err := env.db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM "payments"`).Scan(&n); err != nil {
+			t.Fatalf("count rows of payments: %v", err)
+		}
+		return n
+	}
+	t.Run("twins", func(t *testing.T) {
+		// Two identical requests released at once: one row in payments, equal responses.
+		env, _, w := setup(t)
+		req := samplePaymentsDepositArgs(t)
+		env.warmUp(t, 2)
+		rs := idemtest.Twins(t, func(int) idemgenResult[DepositReceipt] {
+			r, err := w.Deposit(idemgenCtx(t, "twins", ""), req)
+			return idemgenResult[DepositReceipt]{r, err}
+		})
+		idemgenSame(t, rs[:])
+		if got := keyed(t, env, "twins"); got != 1 {
+			t.Errorf("payments holds %d rows with key \"twins\", want 1", got)
+		}
+	})
+	t.Run("storm", func(t *testing.T) {
+		// 32 identical requests released at once: one row in payments, equal responses.
+		env, _, w := setup(t)
+		req := samplePaymentsDepositArgs(t)
+		env.warmUp(t, 32)
+		rs := idemtest.Storm(t, 32, func(int) idemgenResult[DepositReceipt] {
+			r, err := w.Deposit(idemgenCtx(t, "storm", ""), req)
+			return idemgenResult[DepositReceipt]{r, err}
+		})
+		idemgenSame(t, rs)
+		if got := keyed(t, env, "storm"); got != 1 {
+			t.Errorf("payments holds %d rows with key \"storm\", want 1", got)
+		}
+	})
+	t.Run("same key, different request", func(t *testing.T) {
+		// The same key with another request is refused with idem.ErrMismatch and writes nothing.
+		env, _, w := setup(t)
+		req := samplePaymentsDepositArgs(t)
+		ctx := idemgenCtx(t, "reused", "")
+		if _, err := w.Deposit(ctx, req); err != nil {
+			t.Fatalf("first request: %v", err)
+		}
+		req.Account += "-changed" // another request under the same key
+		if _, err := w.Deposit(ctx, req); !errors.Is(err, idem.ErrMismatch) {
+			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
+		}
+		if got := keyed(t, env, "reused"); got != 1 {
+			t.Errorf("payments holds %d rows with key \"reused\", want 1", got)
+		}
+	})
+	t.Run("same key, two scopes", func(t *testing.T) {
+		// The same key in two scopes (tenants) names two requests: two rows.
+		env, _, w := setup(t)
+		req := samplePaymentsDepositArgs(t)
+		if _, err := w.Deposit(idemgenCtx(t, "shared", "tenant-a"), req); err != nil {
+			t.Fatalf("tenant-a: %v", err)
+		}
+		if _, err := w.Deposit(idemgenCtx(t, "shared", "tenant-b"), req); err != nil {
+			t.Fatalf("tenant-b: %v", err)
+		}
+		if got := keyed(t, env, "shared"); got != 2 {
+			t.Errorf("payments holds %d rows with key \"shared\", want 2", got)
+		}
+	})
+	t.Run("expired key", func(t *testing.T) {
+		// A key sent again after 48h is treated as new: a second row, the first keeps its data; the sweep then takes the key off the rows and deletes none.
+		env, _, w := setup(t)
+		req := samplePaymentsDepositArgs(t)
+		ctx := idemgenCtx(t, "expiring", "")
+		before := total(t, env)
+		if _, err := w.Deposit(ctx, req); err != nil {
+			t.Fatalf("first request: %v", err)
+		}
+		if _, err := env.db.Pool.Exec(t.Context(), `UPDATE "payments" SET "idempotency_claimed_at" = "idempotency_claimed_at" - $1::bigint * interval '1 microsecond' WHERE "idempotency_key" = $2`, (48*time.Hour + time.Minute).Microseconds(), "expiring"); err != nil {
+			t.Fatalf("age the key: %v", err)
+		}
+		if _, err := w.Deposit(ctx, req); err != nil {
+			t.Fatalf("the same key after its retention: %v", err)
+		}
+		if got := keyed(t, env, "expiring"); got != 1 {
+			t.Errorf("payments holds %d rows with key \"expiring\", want 1", got)
+		}
+		if got := total(t, env); got != before+2 {
+			t.Errorf("payments holds %d rows, want %d: both requests' rows stay", got, before+2)
+		}
+		if _, err := env.db.Pool.Exec(t.Context(), `UPDATE "payments" SET "idempotency_claimed_at" = "idempotency_claimed_at" - $1::bigint * interval '1 microsecond' WHERE "idempotency_key" = $2`, (48*time.Hour + time.Minute).Microseconds(), "expiring"); err != nil {
+			t.Fatalf("age the key: %v", err)
+		}
+		if n, err := w.SweepDepositKeys(t.Context(), 0); err != nil || n != 1 {
+			t.Errorf("sweep: cleared %d keys (err %v), want 1", n, err)
+		}
+		if got := keyed(t, env, "expiring"); got != 0 {
+			t.Errorf("payments holds %d rows with key \"expiring\", want 0", got)
+		}
+		if got := total(t, env); got != before+2 {
+			t.Errorf("payments holds %d rows after the sweep, want %d: the sweep deletes no row", got, before+2)
+		}
+	})
+	t.Run("body that forgets the key", func(t *testing.T) {
+		// A body that writes no row under its own key (here Deposit given another key) is refused with idem.ErrKeyNotWritten, and its row rolls back.
+		env, svc, _ := setup(t)
+		req := samplePaymentsDepositArgs(t)
+		before := total(t, env)
+		store, err := idem.NewStore(env.db.Pool, idem.WithTable("idempotency_keys"))
+		if err != nil {
+			t.Fatalf("idem.NewStore: %v", err)
+		}
+		_, err = idem.Inline(idemgenCtx(t, "forgetful", ""), store, idemPaymentsDeposit, fingerprintPaymentsDeposit(req), svc.DepositByKey, func(ctx context.Context, tx pgx.Tx) (DepositReceipt, error) {
+			k, _ := idem.InlineKeyFrom(ctx)
+			k.Key += "-elsewhere"
+			return svc.Deposit(idem.WithInlineKey(ctx, k), tx, req)
+		})
+		if !errors.Is(err, idem.ErrKeyNotWritten) {
+			t.Errorf("a body that forgets its key: got error %v, want idem.ErrKeyNotWritten", err)
+		}
+		if got := total(t, env); got != before {
+			t.Errorf("payments holds %d rows, want %d: the refused body's row must roll back", got, before)
+		}
+	})
+	t.Run("in the caller's transaction", func(t *testing.T) {
+		// Inside one caller transaction (DepositInTx): a retry replays, another request is refused, and the transaction stays usable.
+		env, _, w := setup(t)
+		req := samplePaymentsDepositArgs(t)
+		ctx := idemgenCtx(t, "in-tx", "")
+		tx, err := env.db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		defer tx.Rollback(ctx) // after Commit, a no-op
+		first, err := w.DepositInTx(ctx, tx, req)
+		if err != nil {
+			t.Fatalf("first call: %v", err)
+		}
+		again, err := w.DepositInTx(ctx, tx, req)
+		if err != nil {
+			t.Fatalf("retry in the same transaction: %v", err)
+		}
+		if !reflect.DeepEqual(first, again) {
+			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
+		}
+		req.Account += "-changed" // another request under the same key
+		if _, err := w.DepositInTx(ctx, tx, req); !errors.Is(err, idem.ErrMismatch) {
+			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
+		}
+		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatalf("the caller's transaction is unusable after a refused claim: %v", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		if got := keyed(t, env, "in-tx"); got != 1 {
+			t.Errorf("payments holds %d rows with key \"in-tx\", want 1", got)
+		}
 	})
 }
 
@@ -281,11 +468,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("twins", func(t *testing.T) {
 		// Two identical requests released at once (the second waits, idem.WithWait): one execution, one row, equal responses.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsPayoutArgs(t)
+		arg1_3 := samplePaymentsPayoutArgs(t)
 		ctx := idem.WithWait(idemgenCtx(t, "twins", ""))
 		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[PayoutReceipt] {
-			r, err := w.Payout(ctx, arg1_2)
+			r, err := w.Payout(ctx, arg1_3)
 			return idemgenResult[PayoutReceipt]{r, err}
 		})
 		idemgenSame(t, rs[:])
@@ -295,11 +482,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsPayoutArgs(t)
+		arg1_3 := samplePaymentsPayoutArgs(t)
 		ctx := idem.WithWait(idemgenCtx(t, "storm", ""))
 		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[PayoutReceipt] {
-			r, err := w.Payout(ctx, arg1_2)
+			r, err := w.Payout(ctx, arg1_3)
 			return idemgenResult[PayoutReceipt]{r, err}
 		})
 		idemgenSame(t, rs)
@@ -309,13 +496,13 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsPayoutArgs(t)
+		arg1_3 := samplePaymentsPayoutArgs(t)
 		ctx := idemgenCtx(t, "reused", "")
-		if _, err := w.Payout(ctx, arg1_2); err != nil {
+		if _, err := w.Payout(ctx, arg1_3); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		arg1_2.Account += "-changed" // another request under the same key
-		err := idemgenErr(w.Payout(ctx, arg1_2))
+		arg1_3.Account += "-changed" // another request under the same key
+		err := idemgenErr(w.Payout(ctx, arg1_3))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
@@ -325,11 +512,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsPayoutArgs(t)
-		if _, err := w.Payout(idemgenCtx(t, "key-a", ""), arg1_2); err != nil {
+		arg1_3 := samplePaymentsPayoutArgs(t)
+		if _, err := w.Payout(idemgenCtx(t, "key-a", ""), arg1_3); err != nil {
 			t.Fatalf("key-a: %v", err)
 		}
-		if _, err := w.Payout(idemgenCtx(t, "key-b", ""), arg1_2); err != nil {
+		if _, err := w.Payout(idemgenCtx(t, "key-b", ""), arg1_3); err != nil {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -338,11 +525,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsPayoutArgs(t)
-		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-a"), arg1_2); err != nil {
+		arg1_3 := samplePaymentsPayoutArgs(t)
+		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-a"), arg1_3); err != nil {
 			t.Fatalf("tenant-a: %v", err)
 		}
-		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-b"), arg1_2); err != nil {
+		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-b"), arg1_3); err != nil {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -351,13 +538,13 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsPayoutArgs(t)
+		arg1_3 := samplePaymentsPayoutArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
-		if _, err := w.Payout(ctx, arg1_2); err != nil {
+		if _, err := w.Payout(ctx, arg1_3); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
 		env.clock.Advance(48*time.Hour + time.Minute)
-		if _, err := w.Payout(ctx, arg1_2); err != nil {
+		if _, err := w.Payout(ctx, arg1_3); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -366,16 +553,16 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("failing body releases the claim", func(t *testing.T) {
 		// A non-final error releases the claim: a retry runs at once.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsPayoutArgs(t)
+		arg1_3 := samplePaymentsPayoutArgs(t)
 		ctx := idemgenCtx(t, "failing", "")
 		var zero PayoutReceipt
-		_, err := idem.External(ctx, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(arg1_2), func(context.Context) (PayoutReceipt, error) {
+		_, err := idem.External(ctx, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(arg1_3), func(context.Context) (PayoutReceipt, error) {
 			return zero, errIdemgenInjected
 		})
 		if !errors.Is(err, errIdemgenInjected) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
-		if _, err := w.Payout(ctx, arg1_2); err != nil {
+		if _, err := w.Payout(ctx, arg1_3); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -383,11 +570,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("crash mid-work, then takeover", func(t *testing.T) {
 		// An attempt that dies after the work keeps the key in progress; after 30s a retry takes over.
 		env, svc, w := setup(t)
-		arg1_2 := samplePaymentsPayoutArgs(t)
+		arg1_3 := samplePaymentsPayoutArgs(t)
 		crashed, crash := context.WithCancel(idemgenCtx(t, "crashing", ""))
 		var zero PayoutReceipt
-		_, err := idem.External(crashed, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(arg1_2), func(ctx context.Context) (PayoutReceipt, error) {
-			if _, err := svc.Payout(ctx, arg1_2); err != nil {
+		_, err := idem.External(crashed, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(arg1_3), func(ctx context.Context) (PayoutReceipt, error) {
+			if _, err := svc.Payout(ctx, arg1_3); err != nil {
 				return zero, err
 			}
 			crash() // the caller dies before the response is stored
@@ -397,14 +584,14 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 			t.Fatal("the crashed attempt reported success")
 		}
 		ctx := idemgenCtx(t, "crashing", "")
-		if err := idemgenErr(w.Payout(ctx, arg1_2)); !errors.Is(err, idem.ErrInProgress) {
+		if err := idemgenErr(w.Payout(ctx, arg1_3)); !errors.Is(err, idem.ErrInProgress) {
 			t.Fatalf("retry while the crashed attempt holds the key: got error %v, want idem.ErrInProgress", err)
 		}
 		env.clock.Advance(30*time.Second + time.Second)
-		if _, err := w.Payout(ctx, arg1_2); err != nil {
+		if _, err := w.Payout(ctx, arg1_3); err != nil {
 			t.Fatalf("retry after the lock timeout: %v", err)
 		}
-		if _, err := w.Payout(ctx, arg1_2); err != nil {
+		if _, err := w.Payout(ctx, arg1_3); err != nil {
 			t.Fatalf("replay after the takeover: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -423,11 +610,11 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("twins", func(t *testing.T) {
 		// Two identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsRefundArgs(t)
+		arg1_2 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "twins", "")
 		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[RefundReceipt] {
-			r, err := w.Refund(ctx, arg1)
+			r, err := w.Refund(ctx, arg1_2)
 			return idemgenResult[RefundReceipt]{r, err}
 		})
 		idemgenSame(t, rs[:])
@@ -437,11 +624,11 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsRefundArgs(t)
+		arg1_2 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "storm", "")
 		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[RefundReceipt] {
-			r, err := w.Refund(ctx, arg1)
+			r, err := w.Refund(ctx, arg1_2)
 			return idemgenResult[RefundReceipt]{r, err}
 		})
 		idemgenSame(t, rs)
@@ -451,13 +638,13 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsRefundArgs(t)
+		arg1_2 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "reused", "")
-		if _, err := w.Refund(ctx, arg1); err != nil {
+		if _, err := w.Refund(ctx, arg1_2); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		arg1.PaymentID++ // another request under the same key
-		err := idemgenErr(w.Refund(ctx, arg1))
+		arg1_2.PaymentID++ // another request under the same key
+		err := idemgenErr(w.Refund(ctx, arg1_2))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
@@ -467,11 +654,11 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsRefundArgs(t)
-		if _, err := w.Refund(idemgenCtx(t, "key-a", ""), arg1); err != nil {
+		arg1_2 := samplePaymentsRefundArgs(t)
+		if _, err := w.Refund(idemgenCtx(t, "key-a", ""), arg1_2); err != nil {
 			t.Fatalf("key-a: %v", err)
 		}
-		if _, err := w.Refund(idemgenCtx(t, "key-b", ""), arg1); err != nil {
+		if _, err := w.Refund(idemgenCtx(t, "key-b", ""), arg1_2); err != nil {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -480,11 +667,11 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsRefundArgs(t)
-		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-a"), arg1); err != nil {
+		arg1_2 := samplePaymentsRefundArgs(t)
+		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-a"), arg1_2); err != nil {
 			t.Fatalf("tenant-a: %v", err)
 		}
-		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-b"), arg1); err != nil {
+		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-b"), arg1_2); err != nil {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -493,13 +680,13 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsRefundArgs(t)
+		arg1_2 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
-		if _, err := w.Refund(ctx, arg1); err != nil {
+		if _, err := w.Refund(ctx, arg1_2); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
 		env.clock.Advance(48*time.Hour + time.Minute)
-		if _, err := w.Refund(ctx, arg1); err != nil {
+		if _, err := w.Refund(ctx, arg1_2); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -508,11 +695,11 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.
 		env, svc, w := setup(t)
-		arg1 := samplePaymentsRefundArgs(t)
+		arg1_2 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "failing", "")
 		var zero RefundReceipt
-		_, err := idem.Atomic(ctx, env.store, idemPaymentsRefund, fingerprintPaymentsRefund(arg1), func(ctx context.Context, tx pgx.Tx) (RefundReceipt, error) {
-			if _, err := svc.Refund(ctx, tx, arg1); err != nil {
+		_, err := idem.Atomic(ctx, env.store, idemPaymentsRefund, fingerprintPaymentsRefund(arg1_2), func(ctx context.Context, tx pgx.Tx) (RefundReceipt, error) {
+			if _, err := svc.Refund(ctx, tx, arg1_2); err != nil {
 				return zero, err
 			}
 			return zero, errIdemgenInjected
@@ -521,7 +708,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
 		env.wantRows(t, "Payments.Refund", 0)
-		if _, err := w.Refund(ctx, arg1); err != nil {
+		if _, err := w.Refund(ctx, arg1_2); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -530,26 +717,26 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("in the caller's transaction", func(t *testing.T) {
 		// Inside one caller transaction (RefundInTx): a retry replays, another request is refused, and the transaction stays usable.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsRefundArgs(t)
+		arg1_2 := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "in-tx", "")
 		tx, err := env.db.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatalf("begin: %v", err)
 		}
 		defer tx.Rollback(ctx) // after Commit, a no-op
-		first, err := w.RefundInTx(ctx, tx, arg1)
+		first, err := w.RefundInTx(ctx, tx, arg1_2)
 		if err != nil {
 			t.Fatalf("first call: %v", err)
 		}
-		again, err := w.RefundInTx(ctx, tx, arg1)
+		again, err := w.RefundInTx(ctx, tx, arg1_2)
 		if err != nil {
 			t.Fatalf("retry in the same transaction: %v", err)
 		}
 		if !reflect.DeepEqual(first, again) {
 			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 		}
-		arg1.PaymentID++ // another request under the same key
-		if err := idemgenErr(w.RefundInTx(ctx, tx, arg1)); !errors.Is(err, idem.ErrMismatch) {
+		arg1_2.PaymentID++ // another request under the same key
+		if err := idemgenErr(w.RefundInTx(ctx, tx, arg1_2)); !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {

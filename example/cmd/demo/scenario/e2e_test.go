@@ -43,7 +43,10 @@ func TestDemo(t *testing.T) {
 	assert.Equal(t, 402, res.DeclineStatus)
 	assert.Equal(t, 402, res.DeclineRetryStatus)
 	assert.True(t, res.DeclineReplayed, "the decline is replayed")
-	assert.Equal(t, 16, res.Checks, "checks that held")
+	// Step 5: the inline-mode deposit.
+	assert.True(t, res.DepositReplayed, "the deposit's retry replays its row")
+	assert.Equal(t, 1, res.DepositRows, "payments rows carrying the deposit's key")
+	assert.Equal(t, 20, res.Checks, "checks that held")
 
 	// The database, counted independently of the scenario.
 	count := func(query string) int {
@@ -52,12 +55,13 @@ func TestDemo(t *testing.T) {
 		require.NoError(t, db.Pool.QueryRow(t.Context(), query).Scan(&n), query)
 		return n
 	}
-	assert.Equal(t, 1, count(`SELECT count(*) FROM payments`), "payments")
+	assert.Equal(t, 2, count(`SELECT count(*) FROM payments`), "payments: the charge and the deposit")
+	assert.Equal(t, 1, count(`SELECT count(*) FROM payments WHERE idempotency_key IS NOT NULL`), "payments carrying an inline key")
 	assert.Equal(t, 2, count(`SELECT count(*) FROM ledger_entries`), "ledger entries")
 	assert.Equal(t, 1, count(`SELECT count(*) FROM payouts WHERE status = 'paid'`), "paid payouts")
 	assert.Equal(t, 2, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'Payments.Charge' AND status = 'done'`),
 		"charge keys: the successful charge and the stored decline")
 	assert.Equal(t, 1, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'Payments.Payout' AND status = 'done'`), "payout keys")
 	assert.Equal(t, 3, count(`SELECT count(*) FROM idempotency_keys`), "ledger rows")
-	assert.Equal(t, 2, count(`SELECT count(*) FROM goose_db_version WHERE version_id > 0`), "goose migrations applied")
+	assert.Equal(t, 4, count(`SELECT count(*) FROM goose_db_version WHERE version_id > 0`), "goose migrations applied")
 }

@@ -59,6 +59,11 @@ type Result struct {
 	// DeclineReplayed reports whether the retry of the declined charge was a replay.
 	DeclineReplayed bool
 
+	// DepositReplayed reports whether the inline-mode deposit's retry was a
+	// replay, and DepositRows how many payments rows carry its key.
+	DepositReplayed bool
+	DepositRows     int
+
 	// Checks is the number of expectations that held.
 	Checks int
 }
@@ -74,7 +79,7 @@ type player struct {
 	chargeKey string // the key of step 1, reused in step 2
 }
 
-// Play runs the four steps of the demo against env, printing each attempt,
+// Play runs the five steps of the demo against env, printing each attempt,
 // status and check to w. It stops at the first expectation that fails and
 // returns an error naming it.
 func Play(ctx context.Context, w io.Writer, env *Env) (*Result, error) {
@@ -93,12 +98,12 @@ func Play(ctx context.Context, w io.Writer, env *Env) (*Result, error) {
 	} else {
 		p.printf("  migrations  already applied\n")
 	}
-	p.printf("  API         %s  (POST /v1/charges, /v1/refunds, /v1/payouts)\n", env.APIURL)
+	p.printf("  API         %s  (POST /v1/charges, /v1/refunds, /v1/payouts, /v1/deposits)\n", env.APIURL)
 	p.printf("  bank        %s  (fake; each transfer takes %s)\n", env.BankURL, env.BankDelay)
 	p.printf("  network     %s  (a proxy to the API that can lose responses)\n", proxy.url)
 	p.printf("  merchant    %s  (Authorization: Bearer %s; the idempotency scope)\n", account, account)
 
-	for _, step := range []func(context.Context) error{p.lostResponse, p.reusedKey, p.slowPayout, p.declinedCard} {
+	for _, step := range []func(context.Context) error{p.lostResponse, p.reusedKey, p.slowPayout, p.declinedCard, p.inlineDeposit} {
 		if err := step(ctx); err != nil {
 			return p.res, err
 		}
