@@ -18,9 +18,11 @@ import (
 //	go test -run '^$' -bench 'Inline' -count 10 ./runtime/idem | tee inline.txt && benchstat inline.txt
 
 func BenchmarkInlinePlainTransaction(b *testing.B) {
-	db := idemtest.New(b, idemtest.WithoutLedger(), idemtest.WithSetup(ordersDDL(b)...))
+	var tc tripCounter
+	db := idemtest.New(b, idemtest.WithoutLedger(), idemtest.WithSetup(ordersDDL(b)...), tc.option())
 	ctx := context.Background()
 	i := 0
+	tc.report(b)
 	for b.Loop() {
 		i++
 		tx, err := db.Pool.Begin(ctx)
@@ -32,11 +34,13 @@ func BenchmarkInlinePlainTransaction(b *testing.B) {
 }
 
 func BenchmarkInlineClaimed(b *testing.B) {
-	db := idemtest.New(b, idemtest.WithoutLedger(), idemtest.WithSetup(ordersDDL(b)...))
+	var tc tripCounter
+	db := idemtest.New(b, idemtest.WithoutLedger(), idemtest.WithSetup(ordersDDL(b)...), tc.option())
 	s, err := idem.NewStore(db.Pool)
 	require.NoError(b, err)
 	m := ordersMethod()
 	i := 0
+	tc.report(b)
 	for b.Loop() {
 		i++
 		_, err := idem.Inline(keyed(fmt.Sprintf("key-%d", i)), s, m, fp("book"), orderByKey, createOrder("book", 1))
@@ -45,12 +49,14 @@ func BenchmarkInlineClaimed(b *testing.B) {
 }
 
 func BenchmarkInlineReplay(b *testing.B) {
-	db := idemtest.New(b, idemtest.WithoutLedger(), idemtest.WithSetup(ordersDDL(b)...))
+	var tc tripCounter
+	db := idemtest.New(b, idemtest.WithoutLedger(), idemtest.WithSetup(ordersDDL(b)...), tc.option())
 	s, err := idem.NewStore(db.Pool)
 	require.NoError(b, err)
 	m := ordersMethod()
 	_, err = idem.Inline(keyed("k"), s, m, fp("book"), orderByKey, createOrder("book", 1))
 	require.NoError(b, err)
+	tc.report(b)
 	for b.Loop() {
 		_, err := idem.Inline(keyed("k"), s, m, fp("book"), orderByKey, createOrder("book", 1))
 		require.NoError(b, err)
