@@ -320,6 +320,7 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		Retention: d.Retention, LockTimeout: d.LockTimeout, FinalErrors: d.FinalErrors, Storm: d.Storm,
 	}
 	m.Key = m.Receiver + "." + m.Name
+	m.Ledger = ledgerName(b.l.pkg.PkgPath, m.Receiver, m.Name)
 	if !fn.Exported() {
 		b.e.add(namePos, "method %s is unexported: the wrapper exposes a method of the same name, so export it (or wrap an exported method that calls it)", m.Key)
 	}

@@ -279,10 +279,10 @@ func (e *emitter) constructor(r *Receiver) jen.Code {
 
 // methodVar:
 //
-//	var idemPaymentsCharge = &idem.Method[Receipt]{Name: "Payments.Charge", Retention: 48 * time.Hour, ...}
+//	var idemPaymentsCharge = &idem.Method[Receipt]{Name: "example.com/shop.Payments.Charge", Retention: 48 * time.Hour, ...}
 func (e *emitter) methodVar(m *Method) jen.Code {
 	// Fields in the order a reader expects, not jen.Dict's sorted order.
-	d := []jen.Code{jen.Id("Name").Op(":").Lit(m.Key)}
+	d := []jen.Code{jen.Id("Name").Op(":").Lit(m.Ledger)}
 	if m.Retention > 0 {
 		d = append(d, jen.Id("Retention").Op(":").Add(duration(m.Retention)))
 	}
@@ -298,6 +298,7 @@ func (e *emitter) methodVar(m *Method) jen.Code {
 	}
 	return comment(
 		fmt.Sprintf("%s describes %s to the runtime. The response is stored as JSON.", m.MethodVar, m.Key),
+		"Name, the method's identity in the ledger, holds the package's import path:\nrenaming or moving the package, the type or the method orphans its stored keys.",
 		modeText(m), retentionText(m), finalText(m),
 	).Line().Var().Id(m.MethodVar).Op("=").Op("&").Qual(idemPath, "Method").Types(e.result(m)).
 		Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, d...).Line()

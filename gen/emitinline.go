@@ -33,7 +33,7 @@ const inlineFinalText = "No stored errors: a failed request writes no row, so an
 //
 //	var idemShopCreateOrder = &idem.InlineMethod[Order]{Name: "Shop.CreateOrder", Table: "orders", Retention: 48 * time.Hour}
 func (e *emitter) inlineMethodVar(m *Method) jen.Code {
-	d := []jen.Code{jen.Id("Name").Op(":").Lit(m.Key), jen.Id("Table").Op(":").Lit(m.Inline.Table)}
+	d := []jen.Code{jen.Id("Name").Op(":").Lit(m.Ledger), jen.Id("Table").Op(":").Lit(m.Inline.Table)}
 	if m.Retention > 0 {
 		d = append(d, jen.Id("Retention").Op(":").Add(duration(m.Retention)))
 	}

@@ -223,7 +223,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		}
 		return ctxOf(key, "")
 	}
-	key := jen.Lit(m.Key)
+	key := jen.Lit(m.Ledger)
 	sub := func(name string, doc string, body ...jen.Code) jen.Code {
 		return jen.Id("t").Dot("Run").Call(jen.Lit(name), jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
 			append([]jen.Code{jen.Comment(doc)}, body...)...))
@@ -490,7 +490,7 @@ func (e *emitter) inTxTest(m *Method, args []string, sub func(string, string, ..
 		jen.If(jen.Err().Op(":=").Id("tx").Dot("Commit").Call(jen.Id("ctx")), jen.Err().Op("!=").Nil()).Block(
 			jen.Id("t").Dot("Fatalf").Call(jen.Lit("commit: %v"), jen.Err())),
 		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
-		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), jen.Lit(m.Key), jen.Lit(1)),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), jen.Lit(m.Ledger), jen.Lit(1)),
 	)
 	return sub("in the caller's transaction", "Inside one caller transaction ("+m.Name+"InTx): a retry replays, another request is refused, and the transaction stays usable.", body...)
 }

@@ -87,8 +87,13 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 			continue
 		}
 		out.Packages = append(out.Packages, m)
-		if err := emitPackage(cfg, m, out.Files); err != nil {
-			return nil, err
+	}
+	all = append(all, checkLedgerNames(out.Packages)...)
+	if len(all) == 0 {
+		for _, m := range out.Packages {
+			if err := emitPackage(cfg, m, out.Files); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(all) > 0 {

@@ -49,7 +49,8 @@ type Receiver struct {
 type Method struct {
 	Receiver string // receiver type name
 	Name     string // method name
-	Key      string // the ledger's method name, "Payments.Charge"
+	Key      string // receiver and method, "Payments.Charge": how messages and doc comments name it
+	Ledger   string // the ledger's method value, unique per module (see ledgerName)
 	Pos      string // the directive's position, relative
 
 	Mode        Mode

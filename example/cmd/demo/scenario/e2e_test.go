@@ -59,9 +59,9 @@ func TestDemo(t *testing.T) {
 	assert.Equal(t, 1, count(`SELECT count(*) FROM payments WHERE idempotency_key IS NOT NULL`), "payments carrying an inline key")
 	assert.Equal(t, 2, count(`SELECT count(*) FROM ledger_entries`), "ledger entries")
 	assert.Equal(t, 1, count(`SELECT count(*) FROM payouts WHERE status = 'paid'`), "paid payouts")
-	assert.Equal(t, 2, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'Payments.Charge' AND status = 'done'`),
+	assert.Equal(t, 2, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'github.com/idemgen/idemgen/example.Payments.Charge' AND status = 'done'`),
 		"charge keys: the successful charge and the stored decline")
-	assert.Equal(t, 1, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'Payments.Payout' AND status = 'done'`), "payout keys")
+	assert.Equal(t, 1, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'github.com/idemgen/idemgen/example.Payments.Payout' AND status = 'done'`), "payout keys")
 	assert.Equal(t, 3, count(`SELECT count(*) FROM idempotency_keys`), "ledger rows")
 	assert.Equal(t, 4, count(`SELECT count(*) FROM goose_db_version WHERE version_id > 0`), "goose migrations applied")
 }

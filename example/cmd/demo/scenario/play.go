@@ -201,7 +201,7 @@ func (p *player) lostResponse(ctx context.Context) error {
 	if p.res.LedgerEntries, err = p.countRows(ctx, `SELECT count(*) FROM ledger_entries WHERE payment_id = $1`, receipt.PaymentID); err != nil {
 		return err
 	}
-	if p.res.ChargeKeyRows, err = p.countRows(ctx, `SELECT count(*) FROM idempotency_keys WHERE scope = $1 AND method = 'Payments.Charge' AND key = $2`,
+	if p.res.ChargeKeyRows, err = p.countRows(ctx, `SELECT count(*) FROM idempotency_keys WHERE scope = $1 AND method = 'github.com/idemgen/idemgen/example.Payments.Charge' AND key = $2`,
 		p.res.Account, key); err != nil {
 		return err
 	}
@@ -328,7 +328,7 @@ func (p *player) waitInProgress(ctx context.Context, key string, first <-chan ou
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var status string
-		err := p.env.Pool.QueryRow(ctx, `SELECT status FROM idempotency_keys WHERE scope = $1 AND method = 'Payments.Payout' AND key = $2`,
+		err := p.env.Pool.QueryRow(ctx, `SELECT status FROM idempotency_keys WHERE scope = $1 AND method = 'github.com/idemgen/idemgen/example.Payments.Payout' AND key = $2`,
 			p.res.Account, key).Scan(&status)
 		if err == nil && status == "in_progress" {
 			return nil
