@@ -19,7 +19,7 @@ import (
 // COMMIT ran) every connection is cut. The caller cannot know whether its
 // transaction committed; the ledger row must settle it.
 func TestCommitAcknowledgementLost(t *testing.T) {
-	rounds := size(5, 25)
+	rounds := size(5, 10)
 	var armed atomic.Bool
 	type fired struct {
 		ev       idem.Event
@@ -43,7 +43,12 @@ func TestCommitAcknowledgementLost(t *testing.T) {
 	for lost < rounds && tries < 4*rounds {
 		tries++
 		armed.Store(true)
-		f := <-hit
+		var f fired
+		select {
+		case f = <-hit:
+		case <-e.allReturned():
+			t.Fatalf("the load ended after %d lost acknowledgements of %d", lost, rounds)
+		}
 		require.NoError(t, f.err)
 		committed := false
 		e.waitFor("the armed COMMIT to run or its call to return", func() bool {

@@ -112,9 +112,10 @@ type env struct {
 	firstErrs map[string]error // the first error of each kind, for messages
 	inflight  map[int64]bool   // calls running now, by id
 	nextID    int64
-	returned  *sync.Cond // signalled when a call returns
-	stormDone bool       // every caller of the storm has finished
-	lateStack string     // where the first call past its deadline waited
+	returned  *sync.Cond    // signalled when a call returns
+	stormDone bool          // every caller of the storm has finished
+	lateStack string        // where the first call past its deadline waited
+	done      chan struct{} // closed when every caller of the storm has finished
 }
 
 // envConfig adjusts a scenario's env.
@@ -404,15 +405,20 @@ func (e *env) storm(ins []intent, twins int) (wait func()) {
 		}
 	}
 	close(release)
+	e.done = make(chan struct{})
 	go func() {
 		wg.Wait()
 		e.mu.Lock()
 		e.stormDone = true
 		e.returned.Broadcast()
 		e.mu.Unlock()
+		close(e.done)
 	}()
 	return wg.Wait
 }
+
+// allReturned is closed when every caller of the last storm has finished.
+func (e *env) allReturned() <-chan struct{} { return e.done }
 
 // waitFor polls cond until it holds; it fails the test after a minute.
 func (e *env) waitFor(what string, cond func() bool) {

@@ -78,10 +78,10 @@ func record(f figures) {
 	suite.figures = append(suite.figures, f)
 }
 
-// printTable prints, in long mode, every scenario's figures as the markdown
-// table of the README's "Guarantees and limits" section.
+// printTable prints, in long or verbose mode, every scenario's figures as the
+// markdown table of the README's "Guarantees and limits" section.
 func printTable() {
-	if !*long {
+	if !*long && !testing.Verbose() {
 		return
 	}
 	suite.mu.Lock()
