@@ -6,7 +6,7 @@
 // Usage:
 //
 //	//go:generate idemgen [flags]          (or: go tool idemgen, go run github.com/idemgen/idemgen/cmd/idemgen)
-//	idemgen [-check] [-tags=TAGS] [-v] [-debug-model] PACKAGES
+//	idemgen [-check] [-tags=TAGS] [-v] [-q] [-debug-model] PACKAGES
 //
 // Exit status: 0 on success, 1 when generation fails or -check finds stale
 // output, 2 on misuse.
@@ -63,6 +63,7 @@ Directive flags (per package; every directive that sets one must agree):
 Run flags:
 	-check                      report stale or hand-edited output as a unified diff; exit 1 if any
 	-v                          say what was written or skipped
+	-q                          print nothing on success (by default one line per package written)
 	-debug-model                print the model built from the directives, write nothing
 
 Exit status: 0 success, 1 generation errors or stale output (-check), 2 misuse.
@@ -83,11 +84,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cfg := gen.Config{Dir: wd}
-	var check, verbose, debugModel bool
+	var check, verbose, quiet, debugModel bool
 	var patterns []string
 	if goFile := os.Getenv("GOFILE"); goFile != "" && !hasPositional(args) {
 		// As a go:generate directive: the flags are the directive's.
-		d, problems := gen.ParseDirectiveArgs(withoutRunFlags(args, &check))
+		d, problems := gen.ParseDirectiveArgs(withoutRunFlags(args, &check, &quiet))
 		if len(problems) > 0 {
 			pos := goFile
 			if line := os.Getenv("GOLINE"); line != "" {
@@ -104,20 +105,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		fs := flag.NewFlagSet("idemgen", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		fs.Usage = func() { fmt.Fprint(stderr, usage) }
+		fs.Usage = func() {} // -help prints the usage to stdout, below
 		fs.BoolVar(&check, "check", false, "")
 		fs.BoolVar(&verbose, "v", false, "")
+		fs.BoolVar(&quiet, "q", false, "")
 		fs.BoolVar(&debugModel, "debug-model", false, "")
 		fs.StringVar(&cfg.Tags, "tags", "", "")
 		for _, name := range []string{"mode", "retention", "lock-timeout", "final-errors", "storm", "table", "migrations", "migration-format", "tests"} {
-			fs.Func(name, "", func(string) error {
-				return fmt.Errorf("belongs in a //go:generate idemgen directive in the method's doc comment, not on the command line of a package run")
+			fs.Func(name, "", func(v string) error {
+				const where = "belongs in a //go:generate idemgen directive in the method's doc comment, not on the command line of a package run"
+				if _, problems := gen.ParseDirectiveArgs([]string{"-" + name + "=" + v}); len(problems) > 0 {
+					return fmt.Errorf("%s; and the flag %s", strings.Join(problems, "; "), where)
+				}
+				return errors.New(where)
 			})
 		}
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stdout, usage)
 				return 0
 			}
+			fmt.Fprint(stderr, "run idemgen -help for usage\n")
 			return 2
 		}
 		patterns = fs.Args()
@@ -168,11 +176,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if check {
 		return checkFiles(wd, paths, out.Files, stdout, stderr)
 	}
+	written := map[string][]string{} // package directory → files written or removed
 	for _, p := range paths {
 		changed, err := gen.WriteFile(p, out.Files[p])
 		if err != nil {
 			fmt.Fprintf(stderr, "idemgen: %v\n", err)
 			return 1
+		}
+		if changed {
+			dir := packageDir(out.Packages, p)
+			name := rel(dir, p)
+			if out.Files[p] == nil {
+				name += " (removed)"
+			}
+			written[dir] = append(written[dir], name)
 		}
 		if verbose {
 			state := "unchanged"
@@ -185,7 +202,58 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "idemgen: %s %s\n", state, rel(wd, p))
 		}
 	}
+	if !quiet {
+		summarise(stdout, wd, out.Packages, written)
+	}
 	return 0
+}
+
+// packageDir returns the directory of the package whose output p is: the
+// innermost package directory holding it, or p's own directory.
+func packageDir(pkgs []*gen.Package, p string) string {
+	best := ""
+	for _, pkg := range pkgs {
+		if strings.HasPrefix(p, pkg.Dir+string(filepath.Separator)) && len(pkg.Dir) > len(best) {
+			best = pkg.Dir
+		}
+	}
+	if best == "" {
+		return filepath.Dir(p)
+	}
+	return best
+}
+
+// summarise prints one line per package whose output changed: its
+// import path (or directory), the files written and how many methods they
+// serve, e.g.
+//
+//	idemgen: example.com/shop/payments: wrote idem_gen.go, idem_gen_test.go, migrations/00001_idemgen_create_idempotency_keys.sql (2 methods)
+func summarise(w io.Writer, wd string, pkgs []*gen.Package, written map[string][]string) {
+	dirs := make([]string, 0, len(written))
+	for d := range written {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		methods := 0
+		name := rel(wd, d)
+		if !strings.HasPrefix(name, ".") {
+			name = "./" + name
+		}
+		for _, pkg := range pkgs {
+			if pkg.Dir == d {
+				name = pkg.Path
+				for _, r := range pkg.Receivers {
+					methods += len(r.Methods)
+				}
+			}
+		}
+		plural := "s"
+		if methods == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(w, "idemgen: %s: wrote %s (%d method%s)\n", name, strings.Join(written[d], ", "), methods, plural)
+	}
 }
 
 // checkFiles prints a unified diff for every output that differs from disk.
@@ -235,12 +303,16 @@ func hasPositional(args []string) bool {
 	return false
 }
 
-// withoutRunFlags takes -check out of a directive's arguments.
-func withoutRunFlags(args []string, check *bool) []string {
+// withoutRunFlags takes -check and -q out of a directive's arguments.
+func withoutRunFlags(args []string, check, quiet *bool) []string {
 	var out []string
 	for _, a := range args {
-		if a == "-check" || a == "--check" {
+		switch a {
+		case "-check", "--check":
 			*check = true
+			continue
+		case "-q", "--q":
+			*quiet = true
 			continue
 		}
 		out = append(out, a)

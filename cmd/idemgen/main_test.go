@@ -205,6 +205,19 @@ func TestUsage(t *testing.T) {
 	assert.Contains(t, errb.String(), "belongs in a //go:generate idemgen directive")
 	errb.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-nope", "./..."}, &out, &errb))
+	assert.Contains(t, errb.String(), "run idemgen -help for usage")
+	errb.Reset()
+	assert.Equal(t, 2, run(context.Background(), []string{"-retention=abc", "./..."}, &out, &errb), "a bad value on a package run")
+	assert.Contains(t, errb.String(), "-retention=abc: want a positive duration")
+	assert.Contains(t, errb.String(), "belongs in a //go:generate idemgen directive")
+	for _, help := range []string{"-h", "-help", "--help"} {
+		out.Reset()
+		errb.Reset()
+		assert.Equal(t, 0, run(context.Background(), []string{help}, &out, &errb), help)
+		assert.Contains(t, out.String(), "Directive flags (per method):", "%s prints the usage to stdout", help)
+		assert.Empty(t, errb.String(), help)
+	}
+	out.Reset()
 	t.Setenv("GOFILE", "x.go")
 	t.Setenv("GOLINE", "7")
 	errb.Reset()
@@ -253,4 +266,39 @@ func (s *Svc) Do(ctx context.Context, tx pgx.Tx, req Req) (int, error) { return 
 	assert.Equal(t, &gen.Mutation{Param: 0, Path: []string{"Amount"}, Kind: "int"}, m.Mutation)
 	_, err := os.Stat(filepath.Join(dir, "svc", "idem_gen.go"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "-debug-model must not write")
+}
+
+// TestSummary prints one line per package written, nothing when nothing
+// changed, and nothing with -q.
+func TestSummary(t *testing.T) {
+	svc := []byte(`package svc
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Svc is a service.
+type Svc struct{}
+
+// Do does it.
+//
+//go:generate idemgen -tests=false
+func (s *Svc) Do(ctx context.Context, tx pgx.Tx, n int64) (int, error) { return 1, nil }
+`)
+	dir := testmod.New(t, "summary", map[string][]byte{"svc/svc.go": svc})
+	t.Chdir(dir)
+	t.Setenv("GOFILE", "")
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"./..."}, &out, &errb), errb.String())
+	assert.Equal(t, "idemgen: example.com/summary/svc: wrote idem_gen.go, migrations/00001_idemgen_create_idempotency_keys.sql (1 method)\n", out.String())
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"./..."}, &out, &errb), errb.String())
+	assert.Empty(t, out.String(), "nothing written, nothing said")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "svc", "svc.go"), bytes.Replace(svc, []byte("n int64"), []byte("n int32"), 1), 0o644))
+	require.Equal(t, 0, run(context.Background(), []string{"-q", "./..."}, &out, &errb), errb.String())
+	assert.Empty(t, out.String(), "-q")
+	assert.Empty(t, errb.String(), "-q")
 }
