@@ -9,8 +9,10 @@ import (
 // retention window or a lock timeout without sleeping. Safe for concurrent use.
 //
 //	clock := idemtest.NewClock(time.Time{})
-//	store := idem.NewStore(db.Pool, idem.WithClock(clock.Now))
+//	store, err := idem.NewStore(db.Pool, idem.WithClock(clock.Now))
 //	clock.Advance(49 * time.Hour)
+//
+// (ExampleClock in the package's tests runs it.)
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
