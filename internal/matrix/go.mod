@@ -1,0 +1,26 @@
+module github.com/idemgen/idemgen/internal/matrix
+
+go 1.26.0
+
+replace github.com/idemgen/idemgen => ../..
+
+require (
+	github.com/google/uuid v1.6.0
+	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
+	github.com/jackc/pgx/v5 v5.13.0
+	github.com/shopspring/decimal v1.6.0
+	github.com/stretchr/testify v1.12.1
+	golang.org/x/tools v0.52.0
+	pgregory.net/rapid v1.3.0
+)
+
+require (
+	github.com/dave/jennifer v1.7.1 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/mod v0.42.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+)

@@ -1,0 +1,264 @@
+// Package support draws random values of any matrix type and compares
+// requests as their fingerprint must. The matrix test copies this file into
+// the generated module's test package.
+package support
+
+import (
+	"encoding/json"
+	"math"
+	"math/big"
+	"net/netip"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"pgregory.net/rapid"
+)
+
+// Draw returns a random T. Structs get every exported field drawn;
+// unexported fields stay zero. Types with unexported state that the matrix
+// uses (time.Time, netip.Addr, big.Int) are built through their
+// constructors.
+func Draw[T any](t *rapid.T) T {
+	var v T
+	fill(t, reflect.ValueOf(&v).Elem(), 0)
+	return v
+}
+
+var (
+	timeType = reflect.TypeFor[time.Time]()
+	addrType = reflect.TypeFor[netip.Addr]()
+	bigType  = reflect.TypeFor[big.Int]()
+	numType  = reflect.TypeFor[json.Number]()
+	tstzType = reflect.TypeFor[pgtype.Timestamptz]()
+)
+
+func fill(t *rapid.T, v reflect.Value, depth int) {
+	switch v.Type() {
+	case timeType:
+		sec := rapid.Int64Range(-1<<34, 1<<34).Draw(t, "sec")
+		nsec := rapid.Int64Range(0, 999_999_999).Draw(t, "nsec")
+		zones := []*time.Location{time.UTC, time.Local, time.FixedZone("X", 3600), time.FixedZone("", -5*3600)}
+		tm := time.Unix(sec, nsec).In(zones[rapid.IntRange(0, len(zones)-1).Draw(t, "zone")])
+		if rapid.Bool().Draw(t, "now") {
+			tm = time.Now() // with a monotonic reading
+		}
+		v.Set(reflect.ValueOf(tm))
+		return
+	case addrType:
+		b := rapid.SliceOfN(rapid.Byte(), 4, 4).Draw(t, "ip4")
+		v.Set(reflect.ValueOf(netip.AddrFrom4([4]byte(b))))
+		return
+	case numType: // only number literals are json.Numbers
+		v.SetString(strconv.FormatFloat(rapid.Float64().Draw(t, "number"), 'g', -1, 64))
+		return
+	case tstzType: // InfinityModifier is one of three values
+		var ts pgtype.Timestamptz
+		fill(t, reflect.ValueOf(&ts.Time).Elem(), depth+1)
+		ts.Valid = rapid.Bool().Draw(t, "valid")
+		ts.InfinityModifier = pgtype.InfinityModifier(rapid.IntRange(-1, 1).Draw(t, "infinity"))
+		v.Set(reflect.ValueOf(ts))
+		return
+	case bigType:
+		v.Set(reflect.ValueOf(*big.NewInt(rapid.Int64().Draw(t, "big"))))
+		return
+	}
+	if !v.CanSet() {
+		return
+	}
+	deep := depth > 3
+	switch v.Kind() {
+	case reflect.Bool:
+		v.SetBool(rapid.Bool().Draw(t, "bool"))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(rapid.Int64Range(minInt(v.Type().Bits()), maxInt(v.Type().Bits())).Draw(t, "int"))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		v.SetUint(rapid.Uint64Range(0, math.MaxUint64>>(64-v.Type().Bits())).Draw(t, "uint"))
+	case reflect.Float32:
+		v.SetFloat(float64(rapid.Float32().Draw(t, "float32")))
+	case reflect.Float64:
+		v.SetFloat(rapid.Float64().Draw(t, "float64"))
+	case reflect.Complex64, reflect.Complex128:
+		v.SetComplex(complex(float64(rapid.Float32().Draw(t, "re")), float64(rapid.Float32().Draw(t, "im"))))
+	case reflect.String:
+		v.SetString(rapid.String().Draw(t, "string"))
+	case reflect.Pointer:
+		if deep || rapid.IntRange(0, 3).Draw(t, "nil") == 0 {
+			return
+		}
+		p := reflect.New(v.Type().Elem())
+		fill(t, p.Elem(), depth+1)
+		v.Set(p)
+	case reflect.Slice:
+		switch rapid.IntRange(0, 4).Draw(t, "nil") {
+		case 0:
+			return
+		case 1:
+			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+			return
+		}
+		n := rapid.IntRange(0, 3).Draw(t, "len")
+		if deep {
+			n = 0
+		}
+		s := reflect.MakeSlice(v.Type(), n, n)
+		for i := range n {
+			fill(t, s.Index(i), depth+1)
+		}
+		v.Set(s)
+	case reflect.Array:
+		for i := range v.Len() {
+			fill(t, v.Index(i), depth+1)
+		}
+	case reflect.Map:
+		switch rapid.IntRange(0, 4).Draw(t, "nil") {
+		case 0:
+			return
+		case 1:
+			v.Set(reflect.MakeMap(v.Type()))
+			return
+		}
+		m := reflect.MakeMap(v.Type())
+		n := rapid.IntRange(0, 3).Draw(t, "len")
+		if deep {
+			n = 0
+		}
+		for range n {
+			k := reflect.New(v.Type().Key()).Elem()
+			e := reflect.New(v.Type().Elem()).Elem()
+			fill(t, k, depth+1)
+			fill(t, e, depth+1)
+			m.SetMapIndex(k, e)
+		}
+		v.Set(m)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(t, v.Field(i), depth+1)
+			}
+		}
+	}
+}
+
+func minInt(bits int) int64 { return -1 << (bits - 1) }
+func maxInt(bits int) int64 { return 1<<(bits-1) - 1 }
+
+// Copy returns a deep copy of v whose maps are built in another order.
+func Copy[T any](v T) T {
+	var out T
+	copyValue(reflect.ValueOf(&out).Elem(), reflect.ValueOf(v))
+	return out
+}
+
+func copyValue(dst, src reflect.Value) {
+	switch src.Kind() {
+	case reflect.Pointer:
+		if src.IsNil() {
+			return
+		}
+		p := reflect.New(src.Type().Elem())
+		copyValue(p.Elem(), src.Elem())
+		dst.Set(p)
+	case reflect.Slice:
+		if src.IsNil() {
+			return
+		}
+		s := reflect.MakeSlice(src.Type(), src.Len(), src.Len())
+		for i := range src.Len() {
+			copyValue(s.Index(i), src.Index(i))
+		}
+		dst.Set(s)
+	case reflect.Array:
+		for i := range src.Len() {
+			copyValue(dst.Index(i), src.Index(i))
+		}
+	case reflect.Map:
+		if src.IsNil() {
+			return
+		}
+		m := reflect.MakeMap(src.Type())
+		keys := src.MapKeys()
+		for i := len(keys) - 1; i >= 0; i-- { // another insertion order
+			e := reflect.New(src.Type().Elem()).Elem()
+			copyValue(e, src.MapIndex(keys[i]))
+			m.SetMapIndex(keys[i], e)
+		}
+		dst.Set(m)
+	case reflect.Struct:
+		if !exportedOnly(src.Type()) {
+			dst.Set(src)
+			return
+		}
+		for i := range src.NumField() {
+			copyValue(dst.Field(i), src.Field(i))
+		}
+	default:
+		dst.Set(src)
+	}
+}
+
+func exportedOnly(t reflect.Type) bool {
+	for i := range t.NumField() {
+		if !t.Field(i).IsExported() {
+			return false
+		}
+	}
+	return true
+}
+
+// Same reports whether two requests are the same request as the
+// fingerprint defines it: floats by their bits, times by their instant,
+// nil and empty distinct, fields tagged idem:"-" ignored.
+func Same(a, b any) bool { return same(reflect.ValueOf(a), reflect.ValueOf(b)) }
+
+func same(a, b reflect.Value) bool {
+	if a.Type() == timeType {
+		return a.Interface().(time.Time).Equal(b.Interface().(time.Time))
+	}
+	switch a.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return math.Float64bits(a.Float()) == math.Float64bits(b.Float())
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		return same(a.Elem(), b.Elem())
+	case reflect.Slice, reflect.Map:
+		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+			return false
+		}
+		if a.Kind() == reflect.Map {
+			for _, k := range a.MapKeys() {
+				bv := b.MapIndex(k)
+				if !bv.IsValid() || !same(a.MapIndex(k), bv) {
+					return false
+				}
+			}
+			return true
+		}
+		fallthrough
+	case reflect.Array:
+		for i := range a.Len() {
+			if !same(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Struct:
+		for i := range a.NumField() {
+			f := a.Type().Field(i)
+			if f.Tag.Get("idem") == "-" || f.Name == "_" {
+				continue
+			}
+			if !f.IsExported() {
+				continue
+			}
+			if !same(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	}
+	return a.Equal(b)
+}
