@@ -171,7 +171,7 @@ func build(l *loaded) (*Package, ErrorList) {
 	m := &Package{Path: p.PkgPath, Name: p.Name, Dir: dir, MigrationFormat: st.format, Tests: st.tests,
 		MigrationsDir: filepath.ToSlash(filepath.Clean(st.migrations))}
 	b.model = m
-	if id, err := ledger.ParseIdent(st.table); err != nil {
+	if l, err := ledger.New(st.table); err != nil {
 		pos := fs[0].d.Pos
 		for _, f := range fs {
 			if f.d.IsSet("table") {
@@ -181,7 +181,7 @@ func build(l *loaded) (*Package, ErrorList) {
 		}
 		e.add(pos, "-table: %v", err)
 	} else {
-		m.Table, m.TableQuoted = id.String(), id.Quoted()
+		m.Table, m.TableQuoted = l.Table.String(), l.Table.Quoted()
 	}
 
 	recvs := map[string]*Receiver{}

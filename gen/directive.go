@@ -102,6 +102,10 @@ func ParseDirectiveArgs(args []string) (*Directive, []string) {
 			problems = append(problems, err.Error())
 		}
 	}
+	if d.Retention > 0 && d.LockTimeout > d.Retention {
+		problems = append(problems, fmt.Sprintf("-lock-timeout=%s is longer than -retention=%s: a call still holding its key would be treated as new when the window ends; make -retention at least the lock timeout",
+			d.set["lock-timeout"], d.set["retention"]))
+	}
 	return d, problems
 }
 
@@ -125,6 +129,9 @@ func (d *Directive) apply(name, value string) error {
 			return fmt.Errorf("-%s=%s: want a positive duration such as 48h or 90s", name, value)
 		}
 		if name == "retention" {
+			if v < time.Minute {
+				return fmt.Errorf("-retention=%s: want at least 1m: a shorter window turns a client's retry into a new request", value)
+			}
 			d.Retention = v
 		} else {
 			d.LockTimeout = v

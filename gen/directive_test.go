@@ -59,6 +59,13 @@ func TestParseDirectiveArgs(t *testing.T) {
 		`unexpected argument "pos": a directive takes only flags, e.g. -retention=48h`,
 		"flag -table needs a value",
 	}, problems)
+
+	_, problems = ParseDirectiveArgs([]string{"-retention=30s"})
+	assert.Equal(t, []string{"-retention=30s: want at least 1m: a shorter window turns a client's retry into a new request"}, problems)
+	_, problems = ParseDirectiveArgs([]string{"-retention=1m", "-lock-timeout=10m"})
+	assert.Equal(t, []string{"-lock-timeout=10m is longer than -retention=1m: a call still holding its key would be treated as new when the window ends; make -retention at least the lock timeout"}, problems)
+	_, problems = ParseDirectiveArgs([]string{"-retention=10m", "-lock-timeout=10m"})
+	assert.Empty(t, problems)
 }
 
 func TestUnifiedDiff(t *testing.T) {

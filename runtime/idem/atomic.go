@@ -41,6 +41,9 @@ var errRowVanished = errors.New("idem: ledger row vanished between claim and rea
 // float, a string that is not UTF-8) is an error and rolls everything back.
 func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
 	var zero R
+	if err := m.check(s, false); err != nil {
+		return zero, err
+	}
 	c, err := s.newCall(ctx, m.Name, fingerprint)
 	if err != nil {
 		return zero, err
@@ -86,7 +89,7 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	// twin's commit the claim waited for).
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)))
+	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention())
 	b.Queue(s.q.read, s.now(), c.scope, c.method, c.key)
 	br := conn.SendBatch(ctx, b)
 	var fence int64
@@ -125,7 +128,7 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	default:
 		// Expired: take it over in this transaction. No row back means
 		// another request took it over first.
-		err := conn.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s))).Scan(&fence)
+		err := conn.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention()).Scan(&fence)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return zero, errRowVanished
 		}
@@ -222,6 +225,9 @@ func rollback(ctx context.Context, conn *pgxpool.Conn) {
 // are returned, not retried: only the caller can retry its transaction.
 func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
 	var zero R
+	if err := m.check(s, false); err != nil {
+		return zero, err
+	}
 	c, err := s.newCall(ctx, m.Name, fingerprint)
 	if err != nil {
 		return zero, err
@@ -233,7 +239,7 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	const sp = "idem_claim"
 	b := &pgx.Batch{}
 	b.Queue("SAVEPOINT " + sp)
-	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)))
+	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention())
 	b.Queue(s.q.read, s.now(), c.scope, c.method, c.key)
 	br := tx.SendBatch(ctx, b)
 	var fence int64
@@ -279,7 +285,7 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	case !r.expired:
 		return settle(ctx, s, m, c, r)
 	default:
-		err := tx.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s))).Scan(&fence)
+		err := tx.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention()).Scan(&fence)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
 		}

@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"context"
+	cryptorand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // call is one idempotent invocation: who, which method, which request.
@@ -47,6 +49,7 @@ type ledgerRow struct {
 	errMsg      *string
 	steps       map[string]json.RawMessage
 	fence       int64
+	intention   pgtype.UUID
 	expired     bool
 	lockedUntil *time.Time
 	now         time.Time
@@ -60,7 +63,7 @@ func (s *Store) readRow(ctx context.Context, q querier, c call) (r ledgerRow, fo
 // scanRow scans the answer to the read statement.
 func scanRow(row pgx.Row, c call) (r ledgerRow, found bool, err error) {
 	err = row.Scan(
-		&r.fingerprint, &r.status, &r.response, &r.errName, &r.errMsg, &r.steps, &r.fence,
+		&r.fingerprint, &r.status, &r.response, &r.errName, &r.errMsg, &r.steps, &r.fence, &r.intention,
 		&r.expired, &r.lockedUntil, &r.now)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
@@ -216,6 +219,20 @@ func (m *Method[R]) retention(s *Store) time.Duration {
 	return s.cfg.retention
 }
 
+// check refuses a method whose settings break the ledger's rules: a
+// retention under MinRetention, or (external mode) shorter than the lock, so
+// that a live call could be reclaimed as a new request.
+func (m *Method[R]) check(s *Store, external bool) error {
+	ret := m.retention(s)
+	if ret < MinRetention {
+		return fmt.Errorf("idem: %s: retention %s is under the minimum of %s", m.Name, ret, MinRetention)
+	}
+	if lock := m.lockTimeout(s); external && ret < lock {
+		return fmt.Errorf("idem: %s: retention %s is shorter than the lock timeout %s", m.Name, ret, lock)
+	}
+	return nil
+}
+
 func (m *Method[R]) lockTimeout(s *Store) time.Duration {
 	if m.LockTimeout > 0 {
 		return m.LockTimeout
@@ -249,7 +266,11 @@ func retryable(err error) bool {
 // backoff sleeps before attempt n+1: base·2ⁿ⁻¹, capped at 1s, with full
 // jitter. It returns early with ctx's error.
 func (s *Store) backoff(ctx context.Context, n int) error {
-	d := min(s.cfg.baseBackoff<<(n-1), time.Second)
+	d := s.cfg.baseBackoff
+	for i := 1; i < n && d < time.Second; i++ { // doubling stops at the cap: no overflow
+		d *= 2
+	}
+	d = min(d, time.Second)
 	d = time.Duration(rand.Int64N(int64(d)) + 1)
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -262,3 +283,14 @@ func (s *Store) backoff(ctx context.Context, n int) error {
 }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// newIntention returns a random id for a new intention: the request a ledger
+// row records from its first claim until its retention ends. Takeovers keep
+// it; a key reused after its retention gets a new one.
+func newIntention() pgtype.UUID {
+	u := pgtype.UUID{Valid: true}
+	_, _ = cryptorand.Read(u.Bytes[:])  // never fails (crypto/rand.Read panics instead)
+	u.Bytes[6] = u.Bytes[6]&0x0f | 0x40 // version 4
+	u.Bytes[8] = u.Bytes[8]&0x3f | 0x80 // RFC 9562 variant
+	return u
+}

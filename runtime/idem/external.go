@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type waitCtx struct{}
@@ -33,9 +34,10 @@ func waits(ctx context.Context) bool { w, _ := ctx.Value(waitCtx{}).(bool); retu
 // execution is the state of an external-mode body, reachable from its
 // context by Step, DownstreamKey and the heartbeat.
 type execution struct {
-	s     *Store
-	c     call
-	fence int64
+	s         *Store
+	c         call
+	fence     int64
+	intention pgtype.UUID // NULL on rows claimed before intentions were recorded
 
 	mu    sync.Mutex
 	steps map[string]json.RawMessage
@@ -59,6 +61,9 @@ type execution struct {
 // the stored bytes (see Method.Encode).
 func External[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context) (R, error)) (R, error) {
 	var zero R
+	if err := m.check(s, true); err != nil {
+		return zero, err
+	}
 	c, err := s.newCall(ctx, m.Name, fingerprint)
 	if err != nil {
 		return zero, err
@@ -98,10 +103,11 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 	var fence int64
 	var steps map[string]json.RawMessage
 	var takenOver bool
+	var intention pgtype.UUID
 	err := s.pool.QueryRow(ctx, s.q.claimExternal, s.now(), c.scope, c.method, c.key, c.fp,
-		micros(m.retention(s)), micros(m.lockTimeout(s))).Scan(&fence, &steps, &takenOver)
+		micros(m.retention(s)), micros(m.lockTimeout(s)), newIntention()).Scan(&fence, &steps, &intention, &takenOver)
 	if err == nil {
-		ex := &execution{s: s, c: c, fence: fence, steps: steps}
+		ex := &execution{s: s, c: c, fence: fence, intention: intention, steps: steps}
 		ev := c.event()
 		ev.Fence = fence
 		s.hook(ctx, s.cfg.hooks.Claimed, ev)
@@ -155,7 +161,7 @@ func runExternal[R any](ctx context.Context, s *Store, m *Method[R], ex *executi
 				// stays locked until the lock expires.
 				return zero, berr
 			}
-			if _, err := s.pool.Exec(fctx, s.q.release, s.now(), c.scope, c.method, c.key, ex.fence); err != nil {
+			if _, err := s.pool.Exec(fctx, s.q.release, s.now(), c.scope, c.method, c.key, ex.fence, ex.intention); err != nil {
 				s.cfg.logger.ErrorContext(ctx, "could not release idempotency claim; it expires with its lock",
 					"method", c.method, "key", c.key, "err", err)
 			}
@@ -169,7 +175,7 @@ func runExternal[R any](ctx context.Context, s *Store, m *Method[R], ex *executi
 			return zero, fmt.Errorf("idem: %s: %w", c.method, err)
 		}
 	}
-	tag, err := s.pool.Exec(fctx, s.q.finishExternal, c.scope, c.method, c.key, resp, errName, errMsg, ex.fence)
+	tag, err := s.pool.Exec(fctx, s.q.finishExternal, c.scope, c.method, c.key, resp, errName, errMsg, ex.fence, ex.intention)
 	if err != nil {
 		return zero, storeErr(c.method, "store response", err)
 	}
@@ -202,7 +208,7 @@ func (ex *execution) heartbeat(ctx context.Context, lock time.Duration, cancel c
 			case <-t.C:
 			}
 			c := ex.c
-			tag, err := ex.s.pool.Exec(ctx, ex.s.q.extend, ex.s.now(), c.scope, c.method, c.key, ex.fence, micros(lock))
+			tag, err := ex.s.pool.Exec(ctx, ex.s.q.extend, ex.s.now(), c.scope, c.method, c.key, ex.fence, micros(lock), ex.intention)
 			if err == nil && tag.RowsAffected() == 0 {
 				cancel(ErrLockLost)
 				return
@@ -244,7 +250,7 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 		return zero, fmt.Errorf("idem: step %q: encode result: %w", name, err)
 	}
 	c := ex.c
-	tag, err := ex.s.pool.Exec(context.WithoutCancel(ctx), ex.s.q.step, c.scope, c.method, c.key, ex.fence, name, string(b))
+	tag, err := ex.s.pool.Exec(context.WithoutCancel(ctx), ex.s.q.step, c.scope, c.method, c.key, ex.fence, name, string(b), ex.intention)
 	if err != nil {
 		return zero, storeErr(c.method, "record step "+name, err)
 	}
@@ -260,20 +266,28 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	return v, nil
 }
 
-// DownstreamKey derives a stable idempotency key for a call to a third party
-// that accepts its own keys (a payment provider, say). It depends only on the
-// scope, method and key of the current call and on purpose, so the re-run
-// after a takeover sends the same key downstream and the third party
-// deduplicates it. The result is 32 hex characters prefixed with "idem-".
+// DownstreamKey derives an idempotency key for a call to a third party that
+// accepts its own keys (a payment provider, say). Inside an external-mode
+// call it depends on the scope, method and key of the call, on the intention
+// the ledger row records, and on purpose: the re-run after a takeover sends
+// the same key downstream and the third party deduplicates it, while the same
+// key reused after its retention window (a new request) sends a new one, so
+// the third party does not answer it with the old request's result. Outside
+// an idempotent call it depends on the context's scope and key and on
+// purpose only. The result is 32 hex characters prefixed with "idem-".
 func DownstreamKey(ctx context.Context, purpose string) string {
 	c := call{scope: ScopeFrom(ctx)}
+	parts := []string{"idem-downstream/v1"}
 	if ex, ok := ctx.Value(stepsCtx).(*execution); ok {
 		c = ex.c
+		if ex.intention.Valid { // rows claimed before intentions were recorded keep v1
+			parts = []string{"idem-downstream/v2", hex.EncodeToString(ex.intention.Bytes[:])}
+		}
 	} else {
 		c.key, _ = KeyFrom(ctx)
 	}
 	h := sha256.New()
-	for _, part := range []string{"idem-downstream/v1", c.scope, c.method, c.key, purpose} {
+	for _, part := range append(parts, c.scope, c.method, c.key, purpose) {
 		fmt.Fprintf(h, "%d:%s", len(part), part)
 	}
 	return "idem-" + hex.EncodeToString(h.Sum(nil)[:16])

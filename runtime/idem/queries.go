@@ -15,10 +15,15 @@ func newQueries(table string) queries {
 	const now = "coalesce($1::timestamptz, now())"
 	const pk = "scope = $2 AND method = $3 AND key = $4"
 	const pk1 = "scope = $1 AND method = $2 AND key = $3"
+	// reclaimable: the existing row t may start a new intention, because its
+	// retention ended and no attempt holds a live lock on it.
+	const reclaimable = "(t.expires_at <= " + now + " AND (t.locked_until IS NULL OR t.locked_until <= " + now + "))"
 	return queries{
 		// read: the separate statement that reads a row the claim did not get.
-		read: fmt.Sprintf(`SELECT fingerprint, status, response, error_name, error_message, steps, fence,
-       expires_at <= %[2]s AS expired, locked_until, %[2]s AS now
+		// expired means a claim may start a new intention on the row: its
+		// retention ended and no attempt holds a live lock on it.
+		read: fmt.Sprintf(`SELECT fingerprint, status, response, error_name, error_message, steps, fence, intention,
+       expires_at <= %[2]s AND (locked_until IS NULL OR locked_until <= %[2]s) AS expired, locked_until, %[2]s AS now
 FROM %[1]s WHERE %[3]s`, table, now, pk),
 
 		// claimNew (atomic mode): the claim of a key no row holds. It goes out
@@ -26,19 +31,20 @@ FROM %[1]s WHERE %[3]s`, table, now, pk),
 		// request holds is answered by that read without a second trip. DO
 		// NOTHING neither writes nor locks the row it finds: replays stay
 		// reads. A concurrent twin blocks here until the holder ends.
-		claimNew: fmt.Sprintf(`INSERT INTO %[1]s (scope, method, key, fingerprint, status, created_at, expires_at)
-VALUES ($2, $3, $4, $5, 'done', %[2]s, %[2]s + $6::bigint * interval '1 microsecond')
+		claimNew: fmt.Sprintf(`INSERT INTO %[1]s (scope, method, key, fingerprint, status, created_at, expires_at, intention)
+VALUES ($2, $3, $4, $5, 'done', %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7)
 ON CONFLICT (scope, method, key) DO NOTHING
 RETURNING fence`, table, now),
 
 		// takeover (atomic mode): claims a row the read found expired, in the
-		// work's transaction. No row back means another request took it first.
-		takeover: fmt.Sprintf(`UPDATE %[1]s
+		// work's transaction, as a new intention. No row back means another
+		// request took it first (or an attempt holds a live lock on it).
+		takeover: fmt.Sprintf(`UPDATE %[1]s AS t
 SET fingerprint = $5, status = 'done', response = NULL, error_name = NULL, error_message = NULL,
     steps = '{}', fence = fence + 1, created_at = %[2]s,
-    expires_at = %[2]s + $6::bigint * interval '1 microsecond', locked_until = NULL
-WHERE %[3]s AND expires_at <= %[2]s
-RETURNING fence`, table, now, pk),
+    expires_at = %[2]s + $6::bigint * interval '1 microsecond', locked_until = NULL, intention = $7
+WHERE %[3]s AND %[4]s
+RETURNING fence`, table, now, pk, reclaimable),
 
 		// finish (atomic mode): stores the response; COMMIT follows in the
 		// same round trip. Exactly one row must be stored: any other count
@@ -50,45 +56,53 @@ RETURNING fence`, table, now, pk),
     RETURNING 1)
 SELECT 1 / (count(*) = 1)::int FROM stored`, table, pk1),
 
-		// claimExternal: commits an in-progress row with a lock. It takes over
-		// an expired row, or an in-progress row for the same request whose
-		// lock ran out (the attempt holding it crashed). Recorded steps survive
-		// a takeover of the same request.
-		claimExternal: fmt.Sprintf(`INSERT INTO %[1]s AS t (scope, method, key, fingerprint, status, created_at, expires_at, locked_until)
-VALUES ($2, $3, $4, $5, 'in_progress', %[2]s, %[2]s + $6::bigint * interval '1 microsecond', %[2]s + $7::bigint * interval '1 microsecond')
+		// claimExternal: commits an in-progress row with a lock. It starts a
+		// new intention ($8) on a row whose retention ended, unless an
+		// attempt holds a live lock on it, or takes over an in-progress row
+		// for the same request whose lock ran out (the attempt holding it
+		// crashed): a takeover keeps the intention and the recorded steps.
+		// The row's retention never ends before its lock.
+		claimExternal: fmt.Sprintf(`INSERT INTO %[1]s AS t (scope, method, key, fingerprint, status, created_at, expires_at, locked_until, intention)
+VALUES ($2, $3, $4, $5, 'in_progress', %[2]s, greatest(%[2]s + $6::bigint * interval '1 microsecond', %[2]s + $7::bigint * interval '1 microsecond'),
+        %[2]s + $7::bigint * interval '1 microsecond', $8)
 ON CONFLICT (scope, method, key) DO UPDATE
 SET status = 'in_progress', fence = t.fence + 1, locked_until = excluded.locked_until,
     fingerprint = excluded.fingerprint, response = NULL, error_name = NULL, error_message = NULL,
-    steps = CASE WHEN t.expires_at <= %[2]s THEN '{}'::jsonb ELSE t.steps END,
-    created_at = CASE WHEN t.expires_at <= %[2]s THEN excluded.created_at ELSE t.created_at END,
-    expires_at = CASE WHEN t.expires_at <= %[2]s THEN excluded.expires_at ELSE t.expires_at END
-WHERE t.expires_at <= %[2]s
+    steps = CASE WHEN %[3]s THEN '{}'::jsonb ELSE t.steps END,
+    created_at = CASE WHEN %[3]s THEN excluded.created_at ELSE t.created_at END,
+    expires_at = greatest(CASE WHEN %[3]s THEN excluded.expires_at ELSE t.expires_at END, excluded.locked_until),
+    intention = CASE WHEN %[3]s THEN excluded.intention ELSE t.intention END
+WHERE %[3]s
    OR (t.status = 'in_progress' AND t.fingerprint = excluded.fingerprint AND t.locked_until <= %[2]s)
-RETURNING fence, steps, t.fence > 1 AS taken_over`, table, now),
+RETURNING fence, steps, intention, t.fence > 1 AS taken_over`, table, now, reclaimable),
 
-		// finishExternal: compare-and-set on the fence; 0 rows means the lock
-		// was lost and the result of the attempt that took over stands.
+		// finishExternal: compare-and-set on the fencing token (intention,
+		// fence), which never repeats for a key; 0 rows means the lock was
+		// lost and the result of the attempt that took over stands.
 		finishExternal: fmt.Sprintf(`UPDATE %[1]s SET status = 'done', response = $4, error_name = $5, error_message = $6, locked_until = NULL
-WHERE %[2]s AND fence = $7 AND status = 'in_progress'`, table, pk1),
+WHERE %[2]s AND fence = $7 AND intention IS NOT DISTINCT FROM $8::uuid AND status = 'in_progress'`, table, pk1),
 
 		// release: a non-final error lets a retry take the key over at once.
 		// The row stays, so recorded steps are not lost and a retry with a
 		// different request is still a mismatch.
 		release: fmt.Sprintf(`UPDATE %[1]s SET locked_until = %[2]s
-WHERE %[3]s AND fence = $5 AND status = 'in_progress'`, table, now, pk),
+WHERE %[3]s AND fence = $5 AND intention IS NOT DISTINCT FROM $6::uuid AND status = 'in_progress'`, table, now, pk),
 
-		// extend: the heartbeat of long external work.
-		extend: fmt.Sprintf(`UPDATE %[1]s SET locked_until = %[2]s + $6::bigint * interval '1 microsecond'
-WHERE %[3]s AND fence = $5 AND status = 'in_progress'`, table, now, pk),
+		// extend: the heartbeat of long external work. The retention window
+		// is pushed out with the lock, so a live call is never reclaimed.
+		extend: fmt.Sprintf(`UPDATE %[1]s SET locked_until = %[2]s + $6::bigint * interval '1 microsecond',
+    expires_at = greatest(expires_at, %[2]s + $6::bigint * interval '1 microsecond')
+WHERE %[3]s AND fence = $5 AND intention IS NOT DISTINCT FROM $7::uuid AND status = 'in_progress'`, table, now, pk),
 
 		// step: records a completed recovery point.
 		step: fmt.Sprintf(`UPDATE %[1]s SET steps = jsonb_set(steps, ARRAY[$5::text], $6::jsonb)
-WHERE %[2]s AND fence = $4 AND status = 'in_progress'`, table, pk1),
+WHERE %[2]s AND fence = $4 AND intention IS NOT DISTINCT FROM $7::uuid AND status = 'in_progress'`, table, pk1),
 
 		// sweep: one batch of expired rows, oldest first, skipping rows a
-		// claim holds, so live traffic is never blocked by cleanup.
+		// claim holds, so live traffic is never blocked by cleanup. A row
+		// whose lock is live is never deleted, whatever its expires_at.
 		sweep: fmt.Sprintf(`DELETE FROM %[1]s WHERE (scope, method, key) IN (
-    SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s
+    SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s AND (locked_until IS NULL OR locked_until <= %[2]s)
     ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, table, now),
 	}
 }

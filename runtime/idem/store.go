@@ -16,6 +16,10 @@ const (
 	DefaultRetention   = 24 * time.Hour
 	DefaultLockTimeout = time.Minute
 	DefaultMaxAttempts = 5
+	// MinRetention is the shortest retention window a store or method may
+	// use: a window shorter than the time a client takes to retry makes
+	// the retry a new request.
+	MinRetention = time.Minute
 )
 
 // Event describes one thing an idempotent call did, for hooks.
@@ -65,10 +69,12 @@ type Option func(*config)
 func WithTable(name string) Option { return func(c *config) { c.table = name } }
 
 // WithRetention sets the default retention window for methods that do not set
-// their own. A key sent after the window is treated as new.
+// their own. A key sent after the window is treated as new. It must be at
+// least MinRetention and at least the lock timeout (NewStore refuses less).
 func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
 
-// WithLockTimeout sets the default in-progress lock for external methods.
+// WithLockTimeout sets the default in-progress lock for external methods. It
+// must be positive and at most the retention window.
 func WithLockTimeout(d time.Duration) Option { return func(c *config) { c.lockTimeout = d } }
 
 // WithLogger sets the logger (default: discard).
@@ -88,16 +94,20 @@ func WithKeyPolicy(p KeyPolicy) Option { return func(c *config) { c.keys = p } }
 
 // WithMaxAttempts bounds how many times a transaction that failed with a
 // serialization failure (40001) or deadlock (40P01), or whose COMMIT outcome
-// is unknown, is tried in all (default 5).
+// is unknown, is tried in all (default 5; at least 1).
 func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
 
 // WithBackoff sets the base delay between such attempts (default 10ms); the
-// delay doubles per attempt, is capped at 1s and is jittered.
+// delay doubles per attempt, is capped at 1s and is jittered. It must be
+// positive.
 func WithBackoff(base time.Duration) Option { return func(c *config) { c.baseBackoff = base } }
 
 // WithHeartbeat makes external-mode attempts extend their lock every interval
 // while the body runs (0, the default, disables it). Pick an interval well
-// under the lock timeout. If an extension finds the claim taken over, the
+// under the lock timeout (NewStore refuses one that is not shorter). Each
+// extension pushes the row's retention window out with the lock when needed,
+// so a live call is never treated as expired. If an extension finds the
+// claim taken over, the
 // body's context is cancelled with ErrLockLost as its cause.
 func WithHeartbeat(interval time.Duration) Option { return func(c *config) { c.heartbeat = interval } }
 
@@ -129,11 +139,8 @@ func NewStore(pool Pool, opts ...Option) (*Store, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if cfg.retention <= 0 || cfg.lockTimeout <= 0 {
-		return nil, errors.New("idem: NewStore: retention and lock timeout must be positive")
-	}
-	if cfg.maxAttempts < 1 {
-		cfg.maxAttempts = 1
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("idem: NewStore: %w", err)
 	}
 	if cfg.txPooling {
 		if err := checkPooling(pool); err != nil {
@@ -145,6 +152,24 @@ func NewStore(pool Pool, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("idem: NewStore: %w", err)
 	}
 	return &Store{pool: pool, cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted())}, nil
+}
+
+func (c config) validate() error {
+	switch {
+	case c.lockTimeout <= 0:
+		return fmt.Errorf("lock timeout %s must be positive", c.lockTimeout)
+	case c.retention < MinRetention:
+		return fmt.Errorf("retention %s is under the minimum of %s", c.retention, MinRetention)
+	case c.retention < c.lockTimeout:
+		return fmt.Errorf("retention %s is shorter than the lock timeout %s: a call still holding its key could be treated as new", c.retention, c.lockTimeout)
+	case c.maxAttempts < 1:
+		return fmt.Errorf("max attempts %d must be at least 1", c.maxAttempts)
+	case c.baseBackoff <= 0:
+		return fmt.Errorf("backoff %s must be positive", c.baseBackoff)
+	case c.heartbeat < 0 || c.heartbeat > 0 && c.heartbeat >= c.lockTimeout:
+		return fmt.Errorf("heartbeat %s must be 0 (off) or shorter than the lock timeout %s", c.heartbeat, c.lockTimeout)
+	}
+	return nil
 }
 
 // Ledger returns the schema of the store's ledger table.
@@ -168,6 +193,8 @@ type Method[R any] struct {
 	// Renaming it orphans its stored keys.
 	Name string
 	// Retention is how long a key is remembered; 0 uses the store's default.
+	// At least MinRetention, and for external methods at least the lock
+	// timeout: a call is refused otherwise.
 	Retention time.Duration
 	// LockTimeout is how long an external-mode claim blocks a retry before it
 	// may be taken over; 0 uses the store's default.

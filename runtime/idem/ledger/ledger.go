@@ -149,7 +149,7 @@ func New(table string) (Schema, error) {
 	if err != nil {
 		return Schema{}, err
 	}
-	return Schema{
+	s := Schema{
 		Table: id,
 		Columns: []Column{
 			{Name: "scope", Type: "text", NotNull: true, Comment: "tenant the key belongs to; keys never cross scopes"},
@@ -165,6 +165,7 @@ func New(table string) (Schema, error) {
 			{Name: "created_at", Type: "timestamptz", NotNull: true, Default: "now()", Comment: "when the key was first claimed"},
 			{Name: "expires_at", Type: "timestamptz", NotNull: true, Comment: "end of the retention window; a later request with the key is new"},
 			{Name: "locked_until", Type: "timestamptz", Comment: "in-progress lock expiry (external mode); a retry after it takes over"},
+			{Name: "intention", Type: "uuid", Comment: "the request the row records: kept by takeovers, new when the key is reused after its retention window; downstream keys and the fencing token derive from it"},
 		},
 		Key: []string{"scope", "method", "key"},
 		Indexes: []Index{
@@ -175,7 +176,39 @@ func New(table string) (Schema, error) {
 			{"autovacuum_vacuum_insert_scale_factor", "0.01"},
 			{"autovacuum_analyze_scale_factor", "0.02"},
 		},
-	}, nil
+	}
+	// Index names derive from the table name; PostgreSQL would truncate a
+	// name past 63 bytes, and a truncated name can clash with another
+	// object's or miss the IF NOT EXISTS check of a later migration.
+	for _, suffix := range s.derivedSuffixes() {
+		if n := id.Name + "_" + suffix; len(n) > maxIdentLen {
+			return Schema{}, fmt.Errorf("table name %q is too long: the index name %s derived from it is %d bytes, over PostgreSQL's %d; use a table name of at most %d bytes",
+				table, n, len(n), maxIdentLen, maxIdentLen-len(s.longestSuffix())-1)
+		}
+	}
+	return s, nil
+}
+
+// maxIdentLen is PostgreSQL's identifier limit (NAMEDATALEN-1).
+const maxIdentLen = 63
+
+// derivedSuffixes returns the suffixes of every name derived from the table's.
+func (l Schema) derivedSuffixes() []string {
+	out := []string{"pkey"}
+	for _, ix := range l.Indexes {
+		out = append(out, ix.Suffix)
+	}
+	return out
+}
+
+func (l Schema) longestSuffix() string {
+	var long string
+	for _, s := range l.derivedSuffixes() {
+		if len(s) > len(long) {
+			long = s
+		}
+	}
+	return long
 }
 
 // PrimaryKeyName is the name of the unique index claims conflict on.

@@ -41,3 +41,15 @@ func TestSchemaDDL(t *testing.T) {
 	_, err = ledger.New(`x"; DROP TABLE y; --`)
 	assert.Error(t, err)
 }
+
+func TestTableNameLeavesRoomForDerivedNames(t *testing.T) {
+	longest := strings.Repeat("t", 48) // + "_expires_at_idx" = 63 bytes
+	s, err := ledger.New("billing." + longest)
+	require.NoError(t, err)
+	assert.Len(t, s.Table.Derived("expires_at_idx"), 63)
+	for _, n := range []int{49, 62, 63} {
+		_, err := ledger.New(strings.Repeat("t", n))
+		require.Error(t, err, n)
+		assert.Contains(t, err.Error(), "at most 48 bytes")
+	}
+}

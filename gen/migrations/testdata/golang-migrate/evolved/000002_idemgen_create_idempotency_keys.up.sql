@@ -20,7 +20,7 @@
 -- every stored response in it: a retry of a request made before the rollback
 -- runs the method again.
 --
--- idemgen: v=1 format=golang-migrate table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,fence,created_at,expires_at storage=
+-- idemgen: v=1 format=golang-migrate table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,fence,created_at,expires_at,intention storage=
 
 BEGIN;
 
@@ -41,6 +41,7 @@ CREATE TABLE "idempotency_keys" (
     "fence" bigint NOT NULL DEFAULT 1,
     "created_at" timestamptz NOT NULL DEFAULT now(),
     "expires_at" timestamptz NOT NULL,
+    "intention" uuid,
     CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope", "method", "key")
 );
 
@@ -57,5 +58,6 @@ COMMENT ON COLUMN "idempotency_keys"."error_message" IS 'the final error''s mess
 COMMENT ON COLUMN "idempotency_keys"."fence" IS 'fencing token; bumped by every takeover so a stale attempt cannot finalise';
 COMMENT ON COLUMN "idempotency_keys"."created_at" IS 'when the key was first claimed';
 COMMENT ON COLUMN "idempotency_keys"."expires_at" IS 'end of the retention window; a later request with the key is new';
+COMMENT ON COLUMN "idempotency_keys"."intention" IS 'the request the row records: kept by takeovers, new when the key is reused after its retention window; downstream keys and the fencing token derive from it';
 
 COMMIT;
