@@ -160,7 +160,7 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		if !final {
 			return zero, berr
 		}
-		msg := berr.Error()
+		msg := storableText(berr.Error())
 		errName, errMsg = &name, &msg
 	} else if resp, out, err = stored(m, out); err != nil {
 		return zero, fmt.Errorf("idem: %s: %w", c.method, err)
@@ -313,7 +313,7 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 		if !final {
 			return zero, berr
 		}
-		msg := berr.Error()
+		msg := storableText(berr.Error())
 		errName, errMsg = &name, &msg
 	} else if resp, out, err = stored(m, out); err != nil {
 		return zero, fmt.Errorf("idem: %s: %w", c.method, err)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -118,6 +119,9 @@ func deref(p *string) string {
 }
 
 func replayError[R any](m *Method[R], name, msg string) error {
+	if name == unrecordedName {
+		return &ReplayedError{Name: name, Msg: msg, Sentinel: ErrOutcomeNotRecorded}
+	}
 	for _, f := range m.FinalErrors {
 		if f.Name == name {
 			return &ReplayedError{Name: name, Msg: msg, Sentinel: f.Err}
@@ -283,6 +287,17 @@ func (s *Store) backoff(ctx context.Context, n int) error {
 }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// unrecordedName is the error name stored for ErrOutcomeNotRecorded. The
+// colon keeps it apart from every Go identifier a final error can have.
+const unrecordedName = "idem:outcome-not-recorded"
+
+// storableText makes s storable in a text column: invalid UTF-8 becomes
+// U+FFFD and NUL bytes, which PostgreSQL text cannot hold, are dropped. Error
+// messages from third parties (a bank's error body) carry both.
+func storableText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+}
 
 // newIntention returns a random id for a new intention: the request a ledger
 // row records from its first claim until its retention ends. Takeovers keep

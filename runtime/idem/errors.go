@@ -21,6 +21,15 @@ var (
 	// after its claim expired and another attempt took the key over. The stored
 	// result of the attempt that took over is never overwritten.
 	ErrLockLost = errors.New("idem: in-progress claim lost to another attempt")
+	// ErrOutcomeNotRecorded is returned, and replayed, when an external-mode
+	// method ran (so its side effects may have happened) but its outcome
+	// could not be stored: a response that cannot be encoded, a step result
+	// the ledger cannot hold, a write the database refused. The key is never
+	// made runnable again by such a failure: it answers with this error
+	// until its retention ends. Treat it as "the result is unknown": check
+	// with the third party (for example by the DownstreamKey it was sent)
+	// before trying again under a new key.
+	ErrOutcomeNotRecorded = errors.New("idem: the call ran but its outcome could not be recorded")
 	// ErrStore wraps every failure to reach or use the ledger. The method body
 	// does not run when the claim cannot be made (the store fails closed).
 	ErrStore = errors.New("idem: ledger unavailable")

@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -41,6 +44,7 @@ type execution struct {
 
 	mu    sync.Mutex
 	steps map[string]json.RawMessage
+	unrec error // a step ran but its result could not be recorded
 }
 
 // External runs body at most once per (scope, method, key) for work whose
@@ -107,6 +111,9 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 	err := s.pool.QueryRow(ctx, s.q.claimExternal, s.now(), c.scope, c.method, c.key, c.fp,
 		micros(m.retention(s)), micros(m.lockTimeout(s)), newIntention()).Scan(&fence, &steps, &intention, &takenOver)
 	if err == nil {
+		if steps, err = decodeSteps(steps, intention.Valid); err != nil {
+			return nil, zero, storeErr(c.method, "read recorded steps", err)
+		}
 		ex := &execution{s: s, c: c, fence: fence, intention: intention, steps: steps}
 		ev := c.event()
 		ev.Fence = fence
@@ -137,62 +144,111 @@ func runExternal[R any](ctx context.Context, s *Store, m *Method[R], ex *executi
 	c := ex.c
 	bctx, cancel := context.WithCancelCause(context.WithValue(ctx, stepsCtx, ex))
 	defer cancel(nil)
+	stop := func() {}
 	if s.cfg.heartbeat > 0 {
-		stop := ex.heartbeat(bctx, m.lockTimeout(s), cancel)
-		defer stop()
+		stop = ex.heartbeat(bctx, m.lockTimeout(s), cancel)
 	}
 
 	start := time.Now()
-	out, berr := body(bctx)
+	out, berr := func() (R, error) {
+		defer stop() // before finalising, and on a panic too
+		return body(bctx)
+	}()
 	ev := c.event()
 	ev.Fence, ev.Duration, ev.Err = ex.fence, time.Since(start), berr
 	s.hook(ctx, s.cfg.hooks.Executed, ev)
 
-	// Finalise even if the caller has gone: the side effect happened.
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// Finalise even if the caller has gone: the side effect happened. The
+	// writes are bounded by the finalise timeout instead.
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
 	defer fcancel()
 	var resp []byte
 	var errName, errMsg *string
-	if berr != nil {
-		name, final := finalError(m, berr)
-		if !final {
-			if ctx.Err() != nil || errors.Is(context.Cause(bctx), ErrLockLost) {
-				// Abandoned mid-work: how far it got is unknown, so the key
-				// stays locked until the lock expires.
-				return zero, berr
-			}
-			if _, err := s.pool.Exec(fctx, s.q.release, s.now(), c.scope, c.method, c.key, ex.fence, ex.intention); err != nil {
-				s.cfg.logger.ErrorContext(ctx, "could not release idempotency claim; it expires with its lock",
-					"method", c.method, "key", c.key, "err", err)
-			}
-			return zero, berr
-		}
-		msg := berr.Error()
-		errName, errMsg = &name, &msg
-	} else {
+	name, final := finalError(m, berr)
+	switch {
+	case berr == nil:
 		var err error
 		if resp, out, err = stored(m, out); err != nil {
-			return zero, fmt.Errorf("idem: %s: %w", c.method, err)
+			return zero, ex.finishUnrecorded(ctx, fctx, err)
 		}
+	case final:
+		msg := storableText(berr.Error())
+		errName, errMsg = &name, &msg
+	case ex.unrecorded() != nil:
+		// A step ran but its result is not on record: a retry would run it
+		// again, so the key must not be released.
+		return zero, ex.finishUnrecorded(ctx, fctx, ex.unrecorded())
+	case ctx.Err() != nil || errors.Is(context.Cause(bctx), ErrLockLost):
+		// Abandoned mid-work: how far it got is unknown, so the key stays
+		// locked until the lock expires.
+		return zero, berr
+	default:
+		if _, err := s.pool.Exec(fctx, s.q.release, s.now(), c.scope, c.method, c.key, ex.fence, ex.intention); err != nil {
+			s.cfg.logger.ErrorContext(ctx, "could not release idempotency claim; it expires with its lock",
+				"method", c.method, "key", c.key, "err", err)
+		}
+		return zero, berr
 	}
 	tag, err := s.pool.Exec(fctx, s.q.finishExternal, c.scope, c.method, c.key, resp, errName, errMsg, ex.fence, ex.intention)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// The database answered and refused the outcome: record that.
+		return zero, ex.finishUnrecorded(ctx, fctx, fmt.Errorf("store outcome: %w", err))
+	}
 	if err != nil {
 		return zero, storeErr(c.method, "store response", err)
 	}
 	if tag.RowsAffected() == 0 {
-		s.cfg.logger.ErrorContext(ctx, "idempotent attempt finished after its claim was taken over; its result is discarded",
-			"method", c.method, "scope", c.scope, "key", c.key, "fence", ex.fence)
-		s.hook(ctx, s.cfg.hooks.LockLost, ev)
-		return zero, fmt.Errorf("idem: %s: key %q: %w", c.method, c.key, ErrLockLost)
+		return zero, ex.lockLost(ctx)
 	}
 	return out, berr
 }
 
-// heartbeat extends the lock every third of the lock timeout while the body
-// runs. If the lock turns out lost, the body's context is cancelled with
-// ErrLockLost as its cause.
+// finishUnrecorded stores ErrOutcomeNotRecorded, with cause in its message,
+// as the call's outcome, and returns it. If even that cannot be stored the
+// key stays locked until its lock expires: it is never released.
+func (ex *execution) finishUnrecorded(ctx, fctx context.Context, cause error) error {
+	s, c := ex.s, ex.c
+	err := fmt.Errorf("idem: %s: key %q: %w: %w", c.method, c.key, ErrOutcomeNotRecorded, cause)
+	name, msg := unrecordedName, storableText(err.Error())
+	tag, serr := s.pool.Exec(fctx, s.q.finishExternal, c.scope, c.method, c.key, nil, &name, &msg, ex.fence, ex.intention)
+	if serr != nil {
+		s.cfg.logger.ErrorContext(ctx, "idempotent call ran but neither its outcome nor that failure could be stored; the key stays locked until its lock expires",
+			"method", c.method, "scope", c.scope, "key", c.key, "fence", ex.fence, "err", err, "store_err", serr)
+		return fmt.Errorf("%w (storing this failed too; the key stays locked until its lock expires: %w)", err, storeErr(c.method, "store outcome", serr))
+	}
+	if tag.RowsAffected() == 0 {
+		return ex.lockLost(ctx)
+	}
+	s.cfg.logger.ErrorContext(ctx, "idempotent call ran but its outcome could not be recorded; the key replays that error",
+		"method", c.method, "scope", c.scope, "key", c.key, "fence", ex.fence, "err", err)
+	return err
+}
+
+// lockLost reports a finalise that found its claim taken over.
+func (ex *execution) lockLost(ctx context.Context) error {
+	s, c := ex.s, ex.c
+	s.cfg.logger.ErrorContext(ctx, "idempotent attempt finished after its claim was taken over; its result is discarded",
+		"method", c.method, "scope", c.scope, "key", c.key, "fence", ex.fence)
+	ev := c.event()
+	ev.Fence = ex.fence
+	s.hook(ctx, s.cfg.hooks.LockLost, ev)
+	return fmt.Errorf("idem: %s: key %q: %w", c.method, c.key, ErrLockLost)
+}
+
+// unrecorded returns why a step's result could not be recorded, or nil.
+func (ex *execution) unrecorded() error {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.unrec
+}
+
+// heartbeat extends the lock every interval while the body runs. If the lock
+// turns out lost, the body's context is cancelled with ErrLockLost as its
+// cause. stop ends the heartbeat and cancels an extension in flight, so it
+// returns at once; each extension is bounded by the interval too.
 func (ex *execution) heartbeat(ctx context.Context, lock time.Duration, cancel context.CancelCauseFunc) (stop func()) {
-	done := make(chan struct{})
+	hctx, hcancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -201,21 +257,21 @@ func (ex *execution) heartbeat(ctx context.Context, lock time.Duration, cancel c
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
-				return
-			case <-ctx.Done():
+			case <-hctx.Done():
 				return
 			case <-t.C:
 			}
 			c := ex.c
-			tag, err := ex.s.pool.Exec(ctx, ex.s.q.extend, ex.s.now(), c.scope, c.method, c.key, ex.fence, micros(lock), ex.intention)
+			qctx, qcancel := context.WithTimeout(hctx, ex.s.cfg.heartbeat)
+			tag, err := ex.s.pool.Exec(qctx, ex.s.q.extend, ex.s.now(), c.scope, c.method, c.key, ex.fence, micros(lock), ex.intention)
+			qcancel()
 			if err == nil && tag.RowsAffected() == 0 {
 				cancel(ErrLockLost)
 				return
 			}
 		}
 	}()
-	return func() { close(done); wg.Wait() }
+	return func() { hcancel(); wg.Wait() }
 }
 
 // Step runs fn as a named recovery point of the external-mode method whose
@@ -224,12 +280,23 @@ func (ex *execution) heartbeat(ctx context.Context, lock time.Duration, cancel c
 // result is ErrLockLost and the caller must stop). After a takeover, a step
 // already recorded returns its recorded result without running fn again, so
 // "create ride → charge card → send receipt" charges once. Results are stored
-// with encoding/json. Outside an idempotent call, Step simply runs fn.
+// with encoding/json, as JSON text, so any value json.Marshal produces (NUL
+// characters included) can be recorded.
+//
+// If fn succeeded but its result cannot be recorded (it does not encode, the
+// database refuses it or cannot be reached), Step returns an error matching
+// ErrOutcomeNotRecorded, and the call is never released for a retry to run
+// fn again: unless the method still returns a response, the call's outcome
+// becomes ErrOutcomeNotRecorded, replayed to every retry. Outside an
+// idempotent call, Step simply runs fn.
 func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	ex, ok := ctx.Value(stepsCtx).(*execution)
 	if !ok {
 		return fn(ctx)
+	}
+	if !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+		return zero, fmt.Errorf("idem: %s: step name %q must be valid UTF-8 without NUL bytes", ex.c.method, name)
 	}
 	ex.mu.Lock()
 	raw, done := ex.steps[name]
@@ -245,17 +312,44 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if err != nil {
 		return zero, err
 	}
+	if err := ex.record(ctx, name, v); err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
+// record stores a step's result. A failure other than a lost lock marks the
+// execution so that it is never released.
+func (ex *execution) record(ctx context.Context, name string, v any) error {
+	s, c := ex.s, ex.c
+	fail := func(cause error) error {
+		err := fmt.Errorf("idem: %s: step %q ran but its result could not be recorded: %w: %w", c.method, name, ErrOutcomeNotRecorded, cause)
+		ex.mu.Lock()
+		if ex.unrec == nil {
+			ex.unrec = err
+		}
+		ex.mu.Unlock()
+		return err
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return zero, fmt.Errorf("idem: step %q: encode result: %w", name, err)
+		return fail(fmt.Errorf("encode result: %w", err))
 	}
-	c := ex.c
-	tag, err := ex.s.pool.Exec(context.WithoutCancel(ctx), ex.s.q.step, c.scope, c.method, c.key, ex.fence, name, string(b), ex.intention)
+	if !utf8.Valid(b) {
+		return fail(errors.New("the encoded result is not valid UTF-8"))
+	}
+	q := s.q.step
+	if !ex.intention.Valid {
+		q = s.q.stepLegacy // a row claimed before results were stored as text
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
+	defer cancel()
+	tag, err := s.pool.Exec(wctx, q, c.scope, c.method, c.key, ex.fence, name, string(b), ex.intention)
 	if err != nil {
-		return zero, storeErr(c.method, "record step "+name, err)
+		return fail(storeErr(c.method, "record step "+name, err))
 	}
 	if tag.RowsAffected() == 0 {
-		return zero, fmt.Errorf("idem: %s: step %q: %w", c.method, name, ErrLockLost)
+		return fmt.Errorf("idem: %s: step %q: %w", c.method, name, ErrLockLost)
 	}
 	ex.mu.Lock()
 	if ex.steps == nil {
@@ -263,7 +357,26 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	}
 	ex.steps[name] = b
 	ex.mu.Unlock()
-	return v, nil
+	return nil
+}
+
+// decodeSteps turns the steps column into each step's JSON result. Rows with
+// an intention hold each result as a JSON string of its JSON text (jsonb
+// cannot hold a NUL character, JSON text escapes it); older rows hold the
+// result itself.
+func decodeSteps(col map[string]json.RawMessage, text bool) (map[string]json.RawMessage, error) {
+	if !text {
+		return col, nil
+	}
+	out := make(map[string]json.RawMessage, len(col))
+	for name, v := range col {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, fmt.Errorf("step %q: recorded result is not JSON text: %w", name, err)
+		}
+		out[name] = json.RawMessage(s)
+	}
+	return out, nil
 }
 
 // DownstreamKey derives an idempotency key for a call to a third party that

@@ -8,7 +8,7 @@ import "fmt"
 // Tests pass a time to step past windows without sleeping. Scope, method and
 // key follow as $2..$4, or as $1..$3 in statements that need no time.
 type queries struct {
-	read, claimNew, takeover, finish, claimExternal, finishExternal, release, extend, step, sweep string
+	read, claimNew, takeover, finish, claimExternal, finishExternal, release, extend, step, stepLegacy, sweep string
 }
 
 func newQueries(table string) queries {
@@ -94,8 +94,13 @@ WHERE %[3]s AND fence = $5 AND intention IS NOT DISTINCT FROM $6::uuid AND statu
     expires_at = greatest(expires_at, %[2]s + $6::bigint * interval '1 microsecond')
 WHERE %[3]s AND fence = $5 AND intention IS NOT DISTINCT FROM $7::uuid AND status = 'in_progress'`, table, now, pk),
 
-		// step: records a completed recovery point.
-		step: fmt.Sprintf(`UPDATE %[1]s SET steps = jsonb_set(steps, ARRAY[$5::text], $6::jsonb)
+		// step: records a completed recovery point: its result's JSON text,
+		// as a JSON string (jsonb refuses a NUL character; the text escapes
+		// it). stepLegacy stores the result itself, on rows claimed before
+		// intentions were recorded.
+		step: fmt.Sprintf(`UPDATE %[1]s SET steps = jsonb_set(steps, ARRAY[$5::text], to_jsonb($6::text))
+WHERE %[2]s AND fence = $4 AND intention IS NOT DISTINCT FROM $7::uuid AND status = 'in_progress'`, table, pk1),
+		stepLegacy: fmt.Sprintf(`UPDATE %[1]s SET steps = jsonb_set(steps, ARRAY[$5::text], $6::jsonb)
 WHERE %[2]s AND fence = $4 AND intention IS NOT DISTINCT FROM $7::uuid AND status = 'in_progress'`, table, pk1),
 
 		// sweep: one batch of expired rows, oldest first, skipping rows a

@@ -59,6 +59,7 @@ type config struct {
 	baseBackoff time.Duration
 	heartbeat   time.Duration
 	txPooling   bool
+	finalise    time.Duration
 }
 
 // Option configures a Store.
@@ -111,6 +112,16 @@ func WithBackoff(base time.Duration) Option { return func(c *config) { c.baseBac
 // body's context is cancelled with ErrLockLost as its cause.
 func WithHeartbeat(interval time.Duration) Option { return func(c *config) { c.heartbeat = interval } }
 
+// DefaultFinaliseTimeout bounds the ledger writes made after an external-mode
+// body ran (storing its outcome, recording a step, releasing the key) and
+// the undo of an atomic claim inside a caller's transaction: they must happen
+// even if the caller's context has ended, so they run detached from it,
+// bounded by this timeout instead.
+const DefaultFinaliseTimeout = 10 * time.Second
+
+// WithFinaliseTimeout replaces DefaultFinaliseTimeout. It must be positive.
+func WithFinaliseTimeout(d time.Duration) Option { return func(c *config) { c.finalise = d } }
+
 // Store is the ledger. It is safe for concurrent use.
 type Store struct {
 	pool   Pool
@@ -132,6 +143,7 @@ func NewStore(pool Pool, opts ...Option) (*Store, error) {
 		keys:        DefaultKeyPolicy,
 		maxAttempts: DefaultMaxAttempts,
 		baseBackoff: 10 * time.Millisecond,
+		finalise:    DefaultFinaliseTimeout,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -166,6 +178,8 @@ func (c config) validate() error {
 		return fmt.Errorf("max attempts %d must be at least 1", c.maxAttempts)
 	case c.baseBackoff <= 0:
 		return fmt.Errorf("backoff %s must be positive", c.baseBackoff)
+	case c.finalise <= 0:
+		return fmt.Errorf("finalise timeout %s must be positive", c.finalise)
 	case c.heartbeat < 0 || c.heartbeat > 0 && c.heartbeat >= c.lockTimeout:
 		return fmt.Errorf("heartbeat %s must be 0 (off) or shorter than the lock timeout %s", c.heartbeat, c.lockTimeout)
 	}
