@@ -74,6 +74,7 @@ func External[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []
 	}
 	setReplayed(ctx, false)
 	wait := 50 * time.Millisecond
+	var waited error // the in-progress answer being waited out
 	for attempt := 1; ; attempt++ {
 		ex, out, err := claimExternal(ctx, s, m, c)
 		if ex != nil {
@@ -83,7 +84,11 @@ func External[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []
 		switch {
 		case errors.Is(err, errRowVanished) && attempt < s.cfg.maxAttempts:
 			continue
+		case waited != nil && ctx.Err() != nil && errors.Is(err, ErrStore):
+			// The caller's deadline ended the wait during a poll.
+			return zero, fmt.Errorf("%w (stopped waiting: %w)", waited, ctx.Err())
 		case errors.As(err, &ip) && waits(ctx):
+			waited = err
 			d := min(wait, ip.RetryAfter)
 			d = d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 			wait = min(2*wait, time.Second)
