@@ -23,7 +23,9 @@ const maxBody = 64 << 10
 //
 // Callers authenticate with "Authorization: Bearer <account>"; the account is
 // the idempotency scope, so one merchant's key never replays another's
-// response, and it overrides the account in the body. (A real service would
+// response, and it is the account every query checks ownership against (it
+// overrides the account in a charge's or payout's body; a refund of another
+// account's payment is 404, like a payment that does not exist). (A real service would
 // verify a token here; the example trusts the header.)
 func NewAPI(svc *IdempotentPayments, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
@@ -31,7 +33,8 @@ func NewAPI(svc *IdempotentPayments, log *slog.Logger) http.Handler {
 		req.Account = acct
 		return svc.Charge(ctx, req)
 	}))
-	mux.HandleFunc("POST /v1/refunds", handle(log, func(ctx context.Context, _ string, req RefundRequest) (RefundReceipt, error) {
+	mux.HandleFunc("POST /v1/refunds", handle(log, func(ctx context.Context, acct string, req RefundRequest) (RefundReceipt, error) {
+		req.Account = acct
 		return svc.Refund(ctx, req)
 	}))
 	mux.HandleFunc("POST /v1/payouts", handle(log, func(ctx context.Context, acct string, req PayoutRequest) (PayoutReceipt, error) {
@@ -92,6 +95,8 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		p.Title, p.Status = "Insufficient funds", http.StatusPaymentRequired
 	case errors.Is(err, ErrAlreadyRefunded):
 		p.Title, p.Status = "Already refunded", http.StatusConflict
+	case errors.Is(err, ErrNotFound):
+		p.Title, p.Status = "Not found", http.StatusNotFound
 	case errors.Is(err, ErrInvalidRequest):
 		p.Title, p.Status = "Invalid request", http.StatusBadRequest
 	default:

@@ -60,7 +60,7 @@ func samplePaymentsChargeArgs(t *testing.T) (req ChargeRequest) {
 }
 
 func samplePaymentsRefundArgs(t *testing.T) (req RefundRequest) {
-	return RefundRequest{PaymentID: 1, AmountCents: 100, Reason: "customer request"}
+	return RefundRequest{Account: testAccount, PaymentID: 1, AmountCents: 100, Reason: "customer request"}
 }
 
 func samplePaymentsPayoutArgs(t *testing.T) (req PayoutRequest) {

@@ -22,6 +22,11 @@ var (
 	ErrAlreadyRefunded = errors.New("payment already refunded")
 )
 
+// ErrNotFound is returned for a payment that does not exist or belongs to
+// another account: the two are one answer, so a caller cannot probe other
+// accounts' payment ids.
+var ErrNotFound = errors.New("not found")
+
 // ErrInvalidRequest wraps every validation failure; it is not final, since a
 // corrected request needs a new key anyway (the fingerprint differs).
 var ErrInvalidRequest = errors.New("invalid request")
@@ -114,6 +119,9 @@ func (p *Payments) Charge(ctx context.Context, tx pgx.Tx, req ChargeRequest) (Re
 // RefundRequest asks to give back AmountCents of a payment; a payment may
 // be refunded in several parts, up to its amount.
 type RefundRequest struct {
+	// Account is the caller's account, which must own the payment. It comes
+	// from authentication (the API sets it), never from the request body.
+	Account     string `json:"-"`
 	PaymentID   int64  `json:"payment_id"`
 	AmountCents int64  `json:"amount_cents"`
 	Reason      string `json:"reason"`
@@ -133,16 +141,16 @@ type RefundReceipt struct {
 //
 //go:generate go tool idemgen -retention=48h -final-errors=ErrAlreadyRefunded,ErrInsufficientFunds
 func (p *Payments) Refund(ctx context.Context, tx pgx.Tx, req RefundRequest) (RefundReceipt, error) {
-	if req.AmountCents <= 0 {
-		return RefundReceipt{}, fmt.Errorf("%w: a positive amount_cents is required", ErrInvalidRequest)
+	if req.AmountCents <= 0 || req.Account == "" {
+		return RefundReceipt{}, fmt.Errorf("%w: account and a positive amount_cents are required", ErrInvalidRequest)
 	}
 	r := RefundReceipt{PaymentID: req.PaymentID, AmountCents: req.AmountCents}
 	var account string
 	var amount int64
-	err := tx.QueryRow(ctx, `SELECT account, amount_cents, refunded_cents FROM payments WHERE id = $1 FOR UPDATE`,
-		req.PaymentID).Scan(&account, &amount, &r.RefundedCents)
+	err := tx.QueryRow(ctx, `SELECT account, amount_cents, refunded_cents FROM payments WHERE id = $1 AND account = $2 FOR UPDATE`,
+		req.PaymentID, req.Account).Scan(&account, &amount, &r.RefundedCents)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return RefundReceipt{}, fmt.Errorf("%w: payment %d does not exist", ErrInvalidRequest, req.PaymentID)
+		return RefundReceipt{}, fmt.Errorf("payment %d: %w", req.PaymentID, ErrNotFound)
 	}
 	if err != nil {
 		return RefundReceipt{}, fmt.Errorf("read payment: %w", err)
@@ -159,8 +167,8 @@ func (p *Payments) Refund(ctx context.Context, tx pgx.Tx, req RefundRequest) (Re
 	if err != nil {
 		return RefundReceipt{}, fmt.Errorf("debit balance: %w", err)
 	}
-	err = tx.QueryRow(ctx, `UPDATE payments SET refunded_cents = refunded_cents + $2 WHERE id = $1 RETURNING refunded_cents`,
-		req.PaymentID, req.AmountCents).Scan(&r.RefundedCents)
+	err = tx.QueryRow(ctx, `UPDATE payments SET refunded_cents = refunded_cents + $2 WHERE id = $1 AND account = $3 RETURNING refunded_cents`,
+		req.PaymentID, req.AmountCents, req.Account).Scan(&r.RefundedCents)
 	if err != nil {
 		return RefundReceipt{}, fmt.Errorf("mark refunded: %w", err)
 	}

@@ -102,7 +102,7 @@ func (p *Payments) Payout(ctx context.Context, req PayoutRequest) (PayoutReceipt
 	if err != nil {
 		return PayoutReceipt{}, err
 	}
-	if _, err := p.db.Exec(ctx, `UPDATE payouts SET status = 'paid', bank_ref = $2 WHERE id = $1`, res.PayoutID, ref); err != nil {
+	if _, err := p.db.Exec(ctx, `UPDATE payouts SET status = 'paid', bank_ref = $2 WHERE id = $1 AND account = $3`, res.PayoutID, ref, req.Account); err != nil {
 		return PayoutReceipt{}, fmt.Errorf("mark payout paid: %w", err)
 	}
 	return PayoutReceipt{PayoutID: res.PayoutID, Account: req.Account, AmountCents: req.AmountCents,
@@ -115,7 +115,7 @@ func (p *Payments) Payout(ctx context.Context, req PayoutRequest) (PayoutReceipt
 func (p *Payments) reserve(ctx context.Context, reserveKey string, req PayoutRequest) (reservation, error) {
 	var r reservation
 	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT id FROM payouts WHERE reserve_key = $1`, reserveKey).Scan(&r.PayoutID)
+		err := tx.QueryRow(ctx, `SELECT id FROM payouts WHERE reserve_key = $1 AND account = $2`, reserveKey, req.Account).Scan(&r.PayoutID)
 		if err == nil {
 			return tx.QueryRow(ctx, `SELECT balance_cents FROM balances WHERE account = $1`, req.Account).Scan(&r.BalanceCents)
 		}
