@@ -268,7 +268,9 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 		ub := &pgx.Batch{}
 		ub.Queue("ROLLBACK TO SAVEPOINT " + sp)
 		ub.Queue("RELEASE SAVEPOINT " + sp)
-		return tx.SendBatch(context.WithoutCancel(ctx), ub).Close()
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
+		defer cancel()
+		return tx.SendBatch(uctx, ub).Close()
 	}
 	defer func() { _ = undo() }() // error paths and panics
 	if err != nil && !errors.Is(err, ErrStore) {

@@ -38,7 +38,11 @@ func (s *Store) newCall(ctx context.Context, method string, fp []byte) (call, er
 	if len(fp) == 0 {
 		return call{}, fmt.Errorf("idem: %s: empty fingerprint", method)
 	}
-	return call{scope: ScopeFrom(ctx), method: method, key: key, fp: fp}, nil
+	scope := ScopeFrom(ctx)
+	if err := ValidateScope(scope); err != nil {
+		return call{}, fmt.Errorf("%s: %w", method, err)
+	}
+	return call{scope: scope, method: method, key: key, fp: fp}, nil
 }
 
 // ledgerRow is a row read back after a claim did not get the key.

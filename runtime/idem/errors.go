@@ -11,6 +11,11 @@ var (
 	ErrNoKey = errors.New("idem: no idempotency key in context")
 	// ErrInvalidKey is returned (wrapped in a *KeyError) when a key fails validation.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
+	// ErrInvalidScope is returned (wrapped in a *ScopeError) when the scope in
+	// the context cannot be stored: not UTF-8, a NUL byte, or too long. It is
+	// the server's own input (the tenant), so an HTTP layer answers it as a
+	// refused request, never as the ledger being unavailable.
+	ErrInvalidScope = errors.New("idem: invalid idempotency scope")
 	// ErrMismatch is returned (wrapped in a *MismatchError) when a key is reused
 	// with a request whose fingerprint differs from the one stored.
 	ErrMismatch = errors.New("idem: idempotency key reused with a different request")
@@ -47,6 +52,20 @@ func (e *KeyError) Error() string { return "idem: invalid idempotency key: " + e
 
 // Unwrap returns ErrInvalidKey.
 func (e *KeyError) Unwrap() error { return ErrInvalidKey }
+
+// ScopeError describes why a scope was rejected. errors.Is(err,
+// ErrInvalidScope) holds.
+type ScopeError struct {
+	// Reason says what is wrong, e.g. "not valid UTF-8". It never echoes
+	// the scope.
+	Reason string
+}
+
+// Error says why the scope was rejected.
+func (e *ScopeError) Error() string { return "idem: invalid idempotency scope: " + e.Reason }
+
+// Unwrap returns ErrInvalidScope.
+func (e *ScopeError) Unwrap() error { return ErrInvalidScope }
 
 // MismatchError reports a key reused with a different request.
 // errors.Is(err, ErrMismatch) holds.

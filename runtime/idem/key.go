@@ -1,6 +1,30 @@
 package idem
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxScopeLen is the longest scope accepted, in bytes: with the key and the
+// method it must fit one entry of the ledger's primary key index.
+const MaxScopeLen = 1024
+
+// ValidateScope reports why scope cannot name a tenant in the ledger, as a
+// *ScopeError, or nil: it must be valid UTF-8 without NUL bytes (PostgreSQL
+// text holds neither) and at most MaxScopeLen bytes. The empty scope (one
+// tenant) is valid. The message never echoes the scope.
+func ValidateScope(scope string) error {
+	switch {
+	case len(scope) > MaxScopeLen:
+		return &ScopeError{Reason: fmt.Sprintf("%d bytes, longer than %d", len(scope), MaxScopeLen)}
+	case !utf8.ValidString(scope):
+		return &ScopeError{Reason: "not valid UTF-8"}
+	case strings.IndexByte(scope, 0) >= 0:
+		return &ScopeError{Reason: fmt.Sprintf("byte %d is NUL", strings.IndexByte(scope, 0)+1)}
+	}
+	return nil
+}
 
 // KeyPolicy says which idempotency keys are accepted.
 type KeyPolicy struct {

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,4 +192,19 @@ func TestMethodSettingsCheckedAtCallTime(t *testing.T) {
 	require.ErrorContains(t, err, "under the minimum")
 	assert.False(t, ran)
 	assert.Zero(t, e.count(t, "idempotency_keys"))
+}
+
+// A scope the ledger cannot hold is refused as such, before any database
+// call, not reported as the ledger being unavailable.
+func TestBadScopeIsRefusedNotAStoreFailure(t *testing.T) {
+	e := newEnv(t)
+	for _, scope := range []string{"acct\x00", "acct\xff", strings.Repeat("s", 3000)} {
+		ctx := idem.WithScope(keyed("k"), scope)
+		_, err := idem.Atomic(ctx, e.store, e.m, fp("1"), charge(1))
+		require.ErrorIs(t, err, idem.ErrInvalidScope)
+		assert.NotErrorIs(t, err, idem.ErrStore)
+		_, err = idem.External(ctx, e.store, payoutMethod(), payFp("1"), mustNotRun(t))
+		require.ErrorIs(t, err, idem.ErrInvalidScope)
+	}
+	assert.Zero(t, e.executed.Load())
 }

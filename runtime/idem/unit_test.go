@@ -102,3 +102,18 @@ func TestLedgerDDL(t *testing.T) {
 	assert.Contains(t, ddl[1], `CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" ("expires_at")`)
 	assert.Contains(t, l.CreateIndexSQL(l.Indexes[0], true), "CREATE INDEX CONCURRENTLY")
 }
+
+func TestValidateScope(t *testing.T) {
+	for _, ok := range []string{"", "acct_42", "tenant/é", strings.Repeat("s", idem.MaxScopeLen)} {
+		assert.NoError(t, idem.ValidateScope(ok))
+	}
+	for bad, want := range map[string]string{
+		"a\x00b":                                "byte 2 is NUL",
+		"\xff":                                  "not valid UTF-8",
+		strings.Repeat("s", idem.MaxScopeLen+1): "1025 bytes, longer than 1024",
+	} {
+		err := idem.ValidateScope(bad)
+		require.ErrorIs(t, err, idem.ErrInvalidScope)
+		assert.Contains(t, err.Error(), want)
+	}
+}
