@@ -390,6 +390,7 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		packageNames(res.At(i).Type(), pkgNames)
 	}
 	used := map[string]bool{}
+	walk := &fpWalk{b: b, m: m}
 	for i := first; i < params.Len(); i++ {
 		v := params.At(i)
 		name := v.Name()
@@ -397,12 +398,13 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 			name = fmt.Sprintf("arg%d", i-first+1)
 		}
 		local := b.paramLocal(name, i-first+1, used, pkgNames)
-		walk := &fpWalk{b: b, pos: fset.Position(v.Pos()), m: m, param: len(m.Params)}
+		walk.pos, walk.param = fset.Position(v.Pos()), len(m.Params)
 		if !walk.check(v.Type(), name, []string{}, map[string]bool{}) {
 			ok = false
 		}
 		m.Params = append(m.Params, Param{Name: name, Local: local, Type: b.render(v.Type())})
 	}
+	m.Notes = walk.notes()
 
 	for _, n := range d.FinalErrors {
 		obj := b.pkg.Scope().Lookup(n)

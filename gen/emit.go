@@ -14,6 +14,8 @@ import (
 type emitter struct {
 	m     *Package
 	named map[string]*Named // by PkgPath + "." + Name
+
+	emptyIsNil bool // see nilCond
 }
 
 func newEmitter(m *Package) *emitter {
@@ -232,6 +234,9 @@ func fingerprintText(m *Method) string {
 	}
 	if len(m.Omitted) > 0 {
 		s += " Left out (idem:\"-\"): " + strings.Join(m.Omitted, ", ") + "."
+	}
+	for _, n := range m.Notes {
+		s += "\n" + n
 	}
 	return s
 }
@@ -501,16 +506,21 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 			return []jen.Code{f("Bytes", v)}
 		}
 		el := jen.Id(fmt.Sprintf("e%d", depth))
+		var cond *jen.Statement
+		if t.Kind == KindSlice {
+			cond = e.nilCond(v) // before the elements, which may hold slices
+		}
 		loop := []jen.Code{f("Len", jen.Len(v.Clone())),
 			jen.For(jen.List(jen.Id("_"), el.Clone()).Op(":=").Range().Add(v.Clone())).Block(e.fpValue(t.Elem, el, depth+1)...)}
 		if t.Kind == KindArray {
 			return loop
 		}
-		return []jen.Code{jen.If(v.Clone().Op("==").Nil()).Block(f("Nil")).Else().Block(loop...)}
+		return []jen.Code{jen.If(cond).Block(f("Nil")).Else().Block(loop...)}
 	case KindMap:
 		k := jen.Id(fmt.Sprintf("k%d", depth))
+		cond := e.nilCond(v)
 		body := append(e.fpValue(t.Key, k.Clone(), depth+1), e.fpValue(t.Elem, v.Clone().Index(k.Clone()), depth+1)...)
-		return []jen.Code{jen.If(v.Clone().Op("==").Nil()).Block(f("Nil")).Else().Block(
+		return []jen.Code{jen.If(cond).Block(f("Nil")).Else().Block(
 			f("Len", jen.Len(v.Clone())),
 			jen.For(jen.List(jen.Id("_"), k.Clone()).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(v.Clone()))).Block(body...),
 		)}
@@ -521,11 +531,30 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 				continue
 			}
 			out = append(out, f("Field", jen.Lit(fl.Name)))
-			out = append(out, e.fpValue(fl.Type, v.Clone().Dot(fl.Name), depth)...)
+			// idem:",emptyisnil": an empty value is written as nil.
+			bytes := fl.Type.Kind == KindSlice && fl.Type.Elem.Kind == KindBasic && (fl.Type.Elem.Basic == "byte" || fl.Type.Elem.Basic == "uint8")
+			collection := fl.Type.Kind == KindMap || fl.Type.Kind == KindSlice && !bytes
+			e.emptyIsNil = fl.EmptyIsNil && collection
+			val := e.fpValue(fl.Type, v.Clone().Dot(fl.Name), depth)
+			if fl.EmptyIsNil && !collection {
+				val = []jen.Code{jen.If(jen.Len(v.Clone().Dot(fl.Name)).Op("==").Lit(0)).Block(f("Nil")).Else().Block(val...)}
+			}
+			out = append(out, val...)
 		}
 		return out
 	}
 	return []jen.Code{jen.Comment("unsupported type " + t.Expr)}
+}
+
+// nilCond is the test under which a slice or map v is written as nil:
+// v == nil, or len(v) == 0 for a field tagged idem:",emptyisnil" (set in
+// e.emptyIsNil by the struct field being written, and used up here).
+func (e *emitter) nilCond(v *jen.Statement) *jen.Statement {
+	if e.emptyIsNil {
+		e.emptyIsNil = false
+		return jen.Len(v.Clone()).Op("==").Lit(0)
+	}
+	return v.Clone().Op("==").Nil()
 }
 
 func (e *emitter) fpBasic(basic string, v *jen.Statement, named bool) []jen.Code {

@@ -64,6 +64,7 @@ type Method struct {
 
 	Fingerprinted []string // field paths hashed, in order, for doc comments
 	Omitted       []string // field paths left out (idem:"-")
+	Notes         []string // rules of the encoding that apply to this request, for doc comments
 
 	Inline *Inline // inline mode only
 
@@ -135,6 +136,9 @@ type Field struct {
 	Alias    *Type // embedded through an alias: the alias, which names the field
 	Tag      string
 	Omitted  bool // tagged idem:"-": not fingerprinted
+	// EmptyIsNil (idem:",emptyisnil", slices and maps): an empty value
+	// fingerprints as nil.
+	EmptyIsNil bool
 }
 
 // Named is a named type whose fingerprint is written by a helper function.

@@ -47,7 +47,7 @@ func (b *builder) render(t types.Type) *Type {
 			f := t.Field(i)
 			tag := t.Tag(i)
 			fl := Field{Name: f.Name(), Type: b.render(f.Type()), Embedded: f.Embedded(),
-				Tag: tag, Omitted: omitted(tag) || f.Name() == "_"}
+				Tag: tag, Omitted: omitted(tag) || f.Name() == "_", EmptyIsNil: parseIdemTag(tag).emptyIsNil}
 			et := f.Type()
 			if p, ok := et.(*types.Pointer); ok {
 				et = p.Elem()
@@ -90,9 +90,37 @@ func (b *builder) render(t types.Type) *Type {
 }
 
 // omitted reports a field tagged idem:"-".
-func omitted(tag string) bool {
-	v, _ := reflect.StructTag(tag).Lookup("idem")
-	return v == "-"
+func omitted(tag string) bool { return parseIdemTag(tag).omit }
+
+// idemTag is a field's idem struct tag: idem:"-" leaves the field out of
+// the fingerprint; idem:",emptyisnil" makes an empty slice or map
+// fingerprint as nil.
+type idemTag struct {
+	omit, emptyIsNil bool
+	problem          string // why the tag is invalid, "" when it is valid
+}
+
+func parseIdemTag(tag string) idemTag {
+	v, ok := reflect.StructTag(tag).Lookup("idem")
+	if !ok || v == "-" {
+		return idemTag{omit: ok}
+	}
+	name, opts, _ := strings.Cut(v, ",")
+	var t idemTag
+	if name != "" {
+		t.problem = fmt.Sprintf("idem:%q: the part before the comma must be empty (fields are hashed by their Go name); write idem:\"-\" to leave the field out or idem:\",emptyisnil\"", v)
+		return t
+	}
+	for _, o := range strings.Split(opts, ",") {
+		switch o {
+		case "emptyisnil":
+			t.emptyIsNil = true
+		default:
+			t.problem = fmt.Sprintf("idem:%q: unknown option %q (known: emptyisnil)", v, o)
+			return t
+		}
+	}
+	return t
 }
 
 // qualifier spells types as the user's source does: the package's own
@@ -113,6 +141,12 @@ type fpWalk struct {
 	pos   token.Position
 	m     *Method
 	param int
+
+	// What the doc comments must say about this request's encoding.
+	alike       bool     // the slice or map about to be walked is tagged emptyisnil
+	nilDistinct bool     // some slice or map tells nil from empty
+	hasTime     bool     // some time.Time is hashed
+	emptyAlike  []string // paths tagged emptyisnil
 }
 
 // check walks t reached at path. stack holds the named types being walked,
@@ -130,6 +164,7 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 			return fail("an interface's dynamic value is not known at generate time")
 		}
 		if obj.Pkg().Path() == "time" && obj.Name() == "Time" {
+			w.hasTime = true
 			w.leaf(path, fieldPath, "")
 			return true
 		}
@@ -148,6 +183,7 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 		}
 		if tt := timeType(u); tt != nil {
 			// type Date time.Time: hashed as the time.Time it converts to.
+			w.hasTime = true
 			w.leaf(path, fieldPath, "")
 			if w.b.named[key] == nil {
 				w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(tt), Helper: w.b.helperName(obj)}
@@ -201,6 +237,7 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 		}
 		return w.check(u.Elem(), path, through, stack)
 	case *types.Slice:
+		w.sawNilable()
 		if b, ok := types.Unalias(u.Elem()).(*types.Basic); ok && b.Kind() == types.Byte {
 			w.leaf(path, nil, "")
 			return true
@@ -209,9 +246,13 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 	case *types.Array:
 		return w.check(u.Elem(), path+"[]", nil, stack)
 	case *types.Map:
+		w.sawNilable()
 		kb, ok := u.Key().Underlying().(*types.Basic)
 		if !ok || kb.Info()&types.IsOrdered == 0 || kb.Info()&types.IsString == 0 && kb.Info()&types.IsNumeric == 0 {
 			return fail("its keys cannot be sorted (use string or number keys), so its entries have no canonical order")
+		}
+		if kb.Info()&types.IsFloat != 0 {
+			return fail("its keys are floats, and NaN keys are neither equal to each other nor ordered, so the map has no canonical order; use string or integer keys")
 		}
 		ok = w.check(u.Key(), path+" keys", nil, stack)
 		return w.check(u.Elem(), path+"[key]", nil, stack) && ok
@@ -259,24 +300,73 @@ func (w *fpWalk) fields(st *types.Struct, path string, fieldPath []string, stack
 		if f.Name() == "_" {
 			continue
 		}
-		if omitted(st.Tag(i)) {
+		tag := parseIdemTag(st.Tag(i))
+		if tag.problem != "" {
+			w.b.e.add(w.fieldPos(f), "field %s: %s", fp, tag.problem)
+			ok = false
+			continue
+		}
+		if tag.omit {
 			w.m.Omitted = append(w.m.Omitted, fp)
 			continue
+		}
+		if tag.emptyIsNil {
+			switch f.Type().Underlying().(type) {
+			case *types.Slice, *types.Map:
+				w.alike = true
+				w.emptyAlike = append(w.emptyAlike, fp)
+			default:
+				w.b.e.add(w.fieldPos(f), "field %s: idem:\",emptyisnil\" applies to slices and maps, not %s", fp, types.TypeString(f.Type(), w.b.qualifier))
+				ok = false
+				continue
+			}
 		}
 		var sub []string
 		if fieldPath != nil {
 			sub = append(append([]string{}, fieldPath...), f.Name())
 		}
 		outer := w.pos
-		if f.Pkg() == w.b.pkg && f.Pos().IsValid() {
-			w.pos = w.b.l.pkg.Fset.Position(f.Pos())
-		}
+		w.pos = w.fieldPos(f)
 		if !w.check(f.Type(), fp, sub, stack) {
 			ok = false
 		}
-		w.pos = outer
+		w.pos, w.alike = outer, false
 	}
 	return ok
+}
+
+// fieldPos is where a problem inside field f is reported: at f when the
+// user's package declares it, else where the walk stands.
+func (w *fpWalk) fieldPos(f *types.Var) token.Position {
+	if f.Pkg() == w.b.pkg && f.Pos().IsValid() {
+		return w.b.l.pkg.Fset.Position(f.Pos())
+	}
+	return w.pos
+}
+
+// sawNilable records a slice or map: it tells nil from empty unless its
+// field is tagged emptyisnil.
+func (w *fpWalk) sawNilable() {
+	if w.alike {
+		w.alike = false
+		return
+	}
+	w.nilDistinct = true
+}
+
+// notes are the doc comment's sentences on the encoding rules that apply.
+func (w *fpWalk) notes() []string {
+	var out []string
+	if w.hasTime {
+		out = append(out, "A time.Time counts by its instant: its zone (Location) and monotonic clock reading are left out.")
+	}
+	if w.nilDistinct {
+		out = append(out, "A nil slice or map differs from an empty one, so a retry that sends [] or {} where the first request sent nothing is a mismatch; tag a field idem:\",emptyisnil\" to treat them alike.")
+	}
+	if len(w.emptyAlike) > 0 {
+		out = append(out, "Empty counts as nil (idem:\",emptyisnil\"): "+strings.Join(w.emptyAlike, ", ")+".")
+	}
+	return out
 }
 
 // timeType returns time.Time when n is a defined type over time.Time's
