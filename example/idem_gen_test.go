@@ -130,96 +130,96 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 	t.Run("twins", func(t *testing.T) {
 		// Two identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsChargeArgs(t)
+		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "twins", "")
 		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[Receipt] {
-			r, err := w.Charge(ctx, arg1)
+			r, err := w.Charge(ctx, req)
 			return idemgenResult[Receipt]{r, err}
 		})
 		idemgenSame(t, rs[:])
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantRows(t, "Payments.Charge", 1)
 	})
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsChargeArgs(t)
+		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "storm", "")
 		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[Receipt] {
-			r, err := w.Charge(ctx, arg1)
+			r, err := w.Charge(ctx, req)
 			return idemgenResult[Receipt]{r, err}
 		})
 		idemgenSame(t, rs)
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantRows(t, "Payments.Charge", 1)
 	})
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsChargeArgs(t)
+		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "reused", "")
-		if _, err := w.Charge(ctx, arg1); err != nil {
+		if _, err := w.Charge(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		arg1.Account += "-changed" // another request under the same key
-		err := idemgenErr(w.Charge(ctx, arg1))
+		req.Account += "-changed" // another request under the same key
+		err := idemgenErr(w.Charge(ctx, req))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantRows(t, "Payments.Charge", 1)
 	})
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsChargeArgs(t)
-		if _, err := w.Charge(idemgenCtx(t, "key-a", ""), arg1); err != nil {
+		req := samplePaymentsChargeArgs(t)
+		if _, err := w.Charge(idemgenCtx(t, "key-a", ""), req); err != nil {
 			t.Fatalf("key-a: %v", err)
 		}
-		if _, err := w.Charge(idemgenCtx(t, "key-b", ""), arg1); err != nil {
+		if _, err := w.Charge(idemgenCtx(t, "key-b", ""), req); err != nil {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 2)
+		env.wantRows(t, "Payments.Charge", 2)
 	})
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsChargeArgs(t)
-		if _, err := w.Charge(idemgenCtx(t, "shared", "tenant-a"), arg1); err != nil {
+		req := samplePaymentsChargeArgs(t)
+		if _, err := w.Charge(idemgenCtx(t, "shared", "tenant-a"), req); err != nil {
 			t.Fatalf("tenant-a: %v", err)
 		}
-		if _, err := w.Charge(idemgenCtx(t, "shared", "tenant-b"), arg1); err != nil {
+		if _, err := w.Charge(idemgenCtx(t, "shared", "tenant-b"), req); err != nil {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 2)
+		env.wantRows(t, "Payments.Charge", 2)
 	})
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsChargeArgs(t)
+		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
-		if _, err := w.Charge(ctx, arg1); err != nil {
+		if _, err := w.Charge(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
 		env.clock.Advance(48*time.Hour + time.Minute)
-		if _, err := w.Charge(ctx, arg1); err != nil {
+		if _, err := w.Charge(ctx, req); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantRows(t, "Payments.Charge", 1)
 	})
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.
 		env, svc, w := setup(t)
-		arg1 := samplePaymentsChargeArgs(t)
+		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "failing", "")
 		var zero Receipt
-		_, err := idem.Atomic(ctx, env.store, idemPaymentsCharge, fingerprintPaymentsCharge(arg1), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
-			if _, err := svc.Charge(ctx, tx, arg1); err != nil {
+		_, err := idem.Atomic(ctx, env.store, idemPaymentsCharge, fingerprintPaymentsCharge(req), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+			if _, err := svc.Charge(ctx, tx, req); err != nil {
 				return zero, err
 			}
 			return zero, errIdemgenInjected
@@ -227,36 +227,36 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		if !errors.Is(err, errIdemgenInjected) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 0)
-		if _, err := w.Charge(ctx, arg1); err != nil {
+		env.wantRows(t, "Payments.Charge", 0)
+		if _, err := w.Charge(ctx, req); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantRows(t, "Payments.Charge", 1)
 	})
 	t.Run("in the caller's transaction", func(t *testing.T) {
 		// Inside one caller transaction (ChargeInTx): a retry replays, another request is refused, and the transaction stays usable.
 		env, _, w := setup(t)
-		arg1 := samplePaymentsChargeArgs(t)
+		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "in-tx", "")
 		tx, err := env.db.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatalf("begin: %v", err)
 		}
 		defer tx.Rollback(ctx) // after Commit, a no-op
-		first, err := w.ChargeInTx(ctx, tx, arg1)
+		first, err := w.ChargeInTx(ctx, tx, req)
 		if err != nil {
 			t.Fatalf("first call: %v", err)
 		}
-		again, err := w.ChargeInTx(ctx, tx, arg1)
+		again, err := w.ChargeInTx(ctx, tx, req)
 		if err != nil {
 			t.Fatalf("retry in the same transaction: %v", err)
 		}
 		if !reflect.DeepEqual(first, again) {
 			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 		}
-		arg1.Account += "-changed" // another request under the same key
-		if err := idemgenErr(w.ChargeInTx(ctx, tx, arg1)); !errors.Is(err, idem.ErrMismatch) {
+		req.Account += "-changed" // another request under the same key
+		if err := idemgenErr(w.ChargeInTx(ctx, tx, req)); !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
@@ -266,7 +266,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 			t.Fatalf("commit: %v", err)
 		}
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantRows(t, "Payments.Charge", 1)
 	})
 }
 
@@ -468,101 +468,101 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("twins", func(t *testing.T) {
 		// Two identical requests released at once (the second waits, idem.WithWait): one execution, one row, equal responses.
 		env, _, w := setup(t)
-		arg1_3 := samplePaymentsPayoutArgs(t)
+		req := samplePaymentsPayoutArgs(t)
 		ctx := idem.WithWait(idemgenCtx(t, "twins", ""))
 		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[PayoutReceipt] {
-			r, err := w.Payout(ctx, arg1_3)
+			r, err := w.Payout(ctx, req)
 			return idemgenResult[PayoutReceipt]{r, err}
 		})
 		idemgenSame(t, rs[:])
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+		env.wantRows(t, "Payments.Payout", 1)
 	})
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		arg1_3 := samplePaymentsPayoutArgs(t)
+		req := samplePaymentsPayoutArgs(t)
 		ctx := idem.WithWait(idemgenCtx(t, "storm", ""))
 		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[PayoutReceipt] {
-			r, err := w.Payout(ctx, arg1_3)
+			r, err := w.Payout(ctx, req)
 			return idemgenResult[PayoutReceipt]{r, err}
 		})
 		idemgenSame(t, rs)
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+		env.wantRows(t, "Payments.Payout", 1)
 	})
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
 		env, _, w := setup(t)
-		arg1_3 := samplePaymentsPayoutArgs(t)
+		req := samplePaymentsPayoutArgs(t)
 		ctx := idemgenCtx(t, "reused", "")
-		if _, err := w.Payout(ctx, arg1_3); err != nil {
+		if _, err := w.Payout(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		arg1_3.Account += "-changed" // another request under the same key
-		err := idemgenErr(w.Payout(ctx, arg1_3))
+		req.Account += "-changed" // another request under the same key
+		err := idemgenErr(w.Payout(ctx, req))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+		env.wantRows(t, "Payments.Payout", 1)
 	})
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
 		env, _, w := setup(t)
-		arg1_3 := samplePaymentsPayoutArgs(t)
-		if _, err := w.Payout(idemgenCtx(t, "key-a", ""), arg1_3); err != nil {
+		req := samplePaymentsPayoutArgs(t)
+		if _, err := w.Payout(idemgenCtx(t, "key-a", ""), req); err != nil {
 			t.Fatalf("key-a: %v", err)
 		}
-		if _, err := w.Payout(idemgenCtx(t, "key-b", ""), arg1_3); err != nil {
+		if _, err := w.Payout(idemgenCtx(t, "key-b", ""), req); err != nil {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 2)
+		env.wantRows(t, "Payments.Payout", 2)
 	})
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
 		env, _, w := setup(t)
-		arg1_3 := samplePaymentsPayoutArgs(t)
-		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-a"), arg1_3); err != nil {
+		req := samplePaymentsPayoutArgs(t)
+		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-a"), req); err != nil {
 			t.Fatalf("tenant-a: %v", err)
 		}
-		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-b"), arg1_3); err != nil {
+		if _, err := w.Payout(idemgenCtx(t, "shared", "tenant-b"), req); err != nil {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 2)
+		env.wantRows(t, "Payments.Payout", 2)
 	})
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
 		env, _, w := setup(t)
-		arg1_3 := samplePaymentsPayoutArgs(t)
+		req := samplePaymentsPayoutArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
-		if _, err := w.Payout(ctx, arg1_3); err != nil {
+		if _, err := w.Payout(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
 		env.clock.Advance(48*time.Hour + time.Minute)
-		if _, err := w.Payout(ctx, arg1_3); err != nil {
+		if _, err := w.Payout(ctx, req); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+		env.wantRows(t, "Payments.Payout", 1)
 	})
 	t.Run("failing body releases the claim", func(t *testing.T) {
 		// A non-final error releases the claim: a retry runs at once.
 		env, _, w := setup(t)
-		arg1_3 := samplePaymentsPayoutArgs(t)
+		req := samplePaymentsPayoutArgs(t)
 		ctx := idemgenCtx(t, "failing", "")
 		var zero PayoutReceipt
-		_, err := idem.External(ctx, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(arg1_3), func(context.Context) (PayoutReceipt, error) {
+		_, err := idem.External(ctx, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(context.Context) (PayoutReceipt, error) {
 			return zero, errIdemgenInjected
 		})
 		if !errors.Is(err, errIdemgenInjected) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
-		if _, err := w.Payout(ctx, arg1_3); err != nil {
+		if _, err := w.Payout(ctx, req); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
@@ -570,11 +570,11 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	t.Run("crash mid-work, then takeover", func(t *testing.T) {
 		// An attempt that dies after the work keeps the key in progress; after 30s a retry takes over.
 		env, svc, w := setup(t)
-		arg1_3 := samplePaymentsPayoutArgs(t)
+		req := samplePaymentsPayoutArgs(t)
 		crashed, crash := context.WithCancel(idemgenCtx(t, "crashing", ""))
 		var zero PayoutReceipt
-		_, err := idem.External(crashed, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(arg1_3), func(ctx context.Context) (PayoutReceipt, error) {
-			if _, err := svc.Payout(ctx, arg1_3); err != nil {
+		_, err := idem.External(crashed, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
+			if _, err := svc.Payout(ctx, req); err != nil {
 				return zero, err
 			}
 			crash() // the caller dies before the response is stored
@@ -584,18 +584,18 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 			t.Fatal("the crashed attempt reported success")
 		}
 		ctx := idemgenCtx(t, "crashing", "")
-		if err := idemgenErr(w.Payout(ctx, arg1_3)); !errors.Is(err, idem.ErrInProgress) {
+		if err := idemgenErr(w.Payout(ctx, req)); !errors.Is(err, idem.ErrInProgress) {
 			t.Fatalf("retry while the crashed attempt holds the key: got error %v, want idem.ErrInProgress", err)
 		}
 		env.clock.Advance(30*time.Second + time.Second)
-		if _, err := w.Payout(ctx, arg1_3); err != nil {
+		if _, err := w.Payout(ctx, req); err != nil {
 			t.Fatalf("retry after the lock timeout: %v", err)
 		}
-		if _, err := w.Payout(ctx, arg1_3); err != nil {
+		if _, err := w.Payout(ctx, req); err != nil {
 			t.Fatalf("replay after the takeover: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+		env.wantRows(t, "Payments.Payout", 1)
 	})
 }
 
@@ -610,96 +610,96 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 	t.Run("twins", func(t *testing.T) {
 		// Two identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsRefundArgs(t)
+		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "twins", "")
 		env.warmUp(t, 2)
 		rs := idemtest.Twins(t, func(int) idemgenResult[RefundReceipt] {
-			r, err := w.Refund(ctx, arg1_2)
+			r, err := w.Refund(ctx, req)
 			return idemgenResult[RefundReceipt]{r, err}
 		})
 		idemgenSame(t, rs[:])
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantRows(t, "Payments.Refund", 1)
 	})
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsRefundArgs(t)
+		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "storm", "")
 		env.warmUp(t, 32)
 		rs := idemtest.Storm(t, 32, func(int) idemgenResult[RefundReceipt] {
-			r, err := w.Refund(ctx, arg1_2)
+			r, err := w.Refund(ctx, req)
 			return idemgenResult[RefundReceipt]{r, err}
 		})
 		idemgenSame(t, rs)
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantRows(t, "Payments.Refund", 1)
 	})
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsRefundArgs(t)
+		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "reused", "")
-		if _, err := w.Refund(ctx, arg1_2); err != nil {
+		if _, err := w.Refund(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		arg1_2.Account += "-changed" // another request under the same key
-		err := idemgenErr(w.Refund(ctx, arg1_2))
+		req.PaymentID++ // another request under the same key
+		err := idemgenErr(w.Refund(ctx, req))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantRows(t, "Payments.Refund", 1)
 	})
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsRefundArgs(t)
-		if _, err := w.Refund(idemgenCtx(t, "key-a", ""), arg1_2); err != nil {
+		req := samplePaymentsRefundArgs(t)
+		if _, err := w.Refund(idemgenCtx(t, "key-a", ""), req); err != nil {
 			t.Fatalf("key-a: %v", err)
 		}
-		if _, err := w.Refund(idemgenCtx(t, "key-b", ""), arg1_2); err != nil {
+		if _, err := w.Refund(idemgenCtx(t, "key-b", ""), req); err != nil {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 2)
+		env.wantRows(t, "Payments.Refund", 2)
 	})
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsRefundArgs(t)
-		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-a"), arg1_2); err != nil {
+		req := samplePaymentsRefundArgs(t)
+		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-a"), req); err != nil {
 			t.Fatalf("tenant-a: %v", err)
 		}
-		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-b"), arg1_2); err != nil {
+		if _, err := w.Refund(idemgenCtx(t, "shared", "tenant-b"), req); err != nil {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 2)
+		env.wantRows(t, "Payments.Refund", 2)
 	})
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsRefundArgs(t)
+		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
-		if _, err := w.Refund(ctx, arg1_2); err != nil {
+		if _, err := w.Refund(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
 		env.clock.Advance(48*time.Hour + time.Minute)
-		if _, err := w.Refund(ctx, arg1_2); err != nil {
+		if _, err := w.Refund(ctx, req); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantRows(t, "Payments.Refund", 1)
 	})
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.
 		env, svc, w := setup(t)
-		arg1_2 := samplePaymentsRefundArgs(t)
+		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "failing", "")
 		var zero RefundReceipt
-		_, err := idem.Atomic(ctx, env.store, idemPaymentsRefund, fingerprintPaymentsRefund(arg1_2), func(ctx context.Context, tx pgx.Tx) (RefundReceipt, error) {
-			if _, err := svc.Refund(ctx, tx, arg1_2); err != nil {
+		_, err := idem.Atomic(ctx, env.store, idemPaymentsRefund, fingerprintPaymentsRefund(req), func(ctx context.Context, tx pgx.Tx) (RefundReceipt, error) {
+			if _, err := svc.Refund(ctx, tx, req); err != nil {
 				return zero, err
 			}
 			return zero, errIdemgenInjected
@@ -707,36 +707,36 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		if !errors.Is(err, errIdemgenInjected) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 0)
-		if _, err := w.Refund(ctx, arg1_2); err != nil {
+		env.wantRows(t, "Payments.Refund", 0)
+		if _, err := w.Refund(ctx, req); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantRows(t, "Payments.Refund", 1)
 	})
 	t.Run("in the caller's transaction", func(t *testing.T) {
 		// Inside one caller transaction (RefundInTx): a retry replays, another request is refused, and the transaction stays usable.
 		env, _, w := setup(t)
-		arg1_2 := samplePaymentsRefundArgs(t)
+		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "in-tx", "")
 		tx, err := env.db.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatalf("begin: %v", err)
 		}
 		defer tx.Rollback(ctx) // after Commit, a no-op
-		first, err := w.RefundInTx(ctx, tx, arg1_2)
+		first, err := w.RefundInTx(ctx, tx, req)
 		if err != nil {
 			t.Fatalf("first call: %v", err)
 		}
-		again, err := w.RefundInTx(ctx, tx, arg1_2)
+		again, err := w.RefundInTx(ctx, tx, req)
 		if err != nil {
 			t.Fatalf("retry in the same transaction: %v", err)
 		}
 		if !reflect.DeepEqual(first, again) {
 			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 		}
-		arg1_2.Account += "-changed" // another request under the same key
-		if err := idemgenErr(w.RefundInTx(ctx, tx, arg1_2)); !errors.Is(err, idem.ErrMismatch) {
+		req.PaymentID++ // another request under the same key
+		if err := idemgenErr(w.RefundInTx(ctx, tx, req)); !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
@@ -746,6 +746,6 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 			t.Fatalf("commit: %v", err)
 		}
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantRows(t, "Payments.Refund", 1)
 	})
 }

@@ -439,7 +439,7 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 // identifiers allocated later) can then be hidden by an argument.
 func (b *builder) paramLocal(name string, n int, used, pkgNames map[string]bool) string {
 	free := func(s string) bool {
-		return !reservedLocal(s) && !used[s] && !pkgNames[s] && b.pkg.Scope().Lookup(s) == nil && !b.names.taken[s]
+		return !reservedLocal(s) && !used[s] && !pkgNames[s] && b.pkg.Scope().Lookup(s) == nil
 	}
 	local := name
 	for i := 1; !free(local); i++ {
@@ -450,7 +450,7 @@ func (b *builder) paramLocal(name string, n int, used, pkgNames map[string]bool)
 	}
 	used[local] = true
 	// Package-level names allocated later avoid every argument's name.
-	b.names.taken[local] = true
+	b.names.locals[local] = true
 	return local
 }
 
@@ -573,13 +573,16 @@ func (b *builder) allocateNames() {
 // namer hands out identifiers that collide neither with the package's own
 // declarations nor with each other.
 type namer struct {
-	scope *types.Scope
-	taken map[string]bool
+	scope  *types.Scope
+	taken  map[string]bool
+	locals map[string]bool // the generated functions' argument names, which would hide a package-level name
 }
 
-func newNamer(scope *types.Scope) *namer { return &namer{scope: scope, taken: map[string]bool{}} }
+func newNamer(scope *types.Scope) *namer {
+	return &namer{scope: scope, taken: map[string]bool{}, locals: map[string]bool{}}
+}
 
-func (n *namer) free(s string) bool { return !n.taken[s] && n.scope.Lookup(s) == nil }
+func (n *namer) free(s string) bool { return !n.taken[s] && !n.locals[s] && n.scope.Lookup(s) == nil }
 
 // exported returns name itself: users call these, so a clash is reported by
 // the compiler on the user's declaration rather than renamed silently.
