@@ -139,7 +139,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		})
 		idemgenSame(t, rs[:])
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Charge", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
 	})
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
@@ -153,7 +153,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		})
 		idemgenSame(t, rs)
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Charge", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
 	})
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
@@ -169,7 +169,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Charge", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
 	})
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
@@ -182,7 +182,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Charge", 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 2)
 	})
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
@@ -195,7 +195,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Charge", 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 2)
 	})
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
@@ -210,7 +210,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Charge", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
 	})
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.
@@ -227,12 +227,12 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		if !errors.Is(err, errIdemgenInjected) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
-		env.wantRows(t, "Payments.Charge", 0)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 0)
 		if _, err := w.Charge(ctx, req); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Charge", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
 	})
 	t.Run("in the caller's transaction", func(t *testing.T) {
 		// Inside one caller transaction (ChargeInTx): a retry replays, another request is refused, and the transaction stays usable.
@@ -266,7 +266,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 			t.Fatalf("commit: %v", err)
 		}
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Charge", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
 	})
 }
 
@@ -477,7 +477,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		})
 		idemgenSame(t, rs[:])
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Payout", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
 	})
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
@@ -491,7 +491,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		})
 		idemgenSame(t, rs)
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Payout", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
 	})
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
@@ -507,7 +507,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Payout", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
 	})
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
@@ -520,7 +520,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Payout", 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 2)
 	})
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
@@ -533,7 +533,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Payout", 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 2)
 	})
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
@@ -548,7 +548,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Payout", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
 	})
 	t.Run("failing body releases the claim", func(t *testing.T) {
 		// A non-final error releases the claim: a retry runs at once.
@@ -595,7 +595,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 			t.Fatalf("replay after the takeover: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Payout", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
 	})
 }
 
@@ -619,7 +619,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		})
 		idemgenSame(t, rs[:])
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Refund", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
 	})
 	t.Run("storm", func(t *testing.T) {
 		// 32 identical requests released at once: one execution, one ledger row, equal responses.
@@ -633,7 +633,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		})
 		idemgenSame(t, rs)
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Refund", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
 	})
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
@@ -649,7 +649,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Refund", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
 	})
 	t.Run("distinct keys", func(t *testing.T) {
 		// Different keys are different requests: each runs.
@@ -662,7 +662,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 			t.Fatalf("key-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Refund", 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 2)
 	})
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
@@ -675,7 +675,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 			t.Fatalf("tenant-b: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Refund", 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 2)
 	})
 	t.Run("expired key", func(t *testing.T) {
 		// A key sent again after 48h is treated as new: the method runs again.
@@ -690,7 +690,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Refund", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
 	})
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.
@@ -707,12 +707,12 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		if !errors.Is(err, errIdemgenInjected) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
-		env.wantRows(t, "Payments.Refund", 0)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 0)
 		if _, err := w.Refund(ctx, req); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
-		env.wantRows(t, "Payments.Refund", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
 	})
 	t.Run("in the caller's transaction", func(t *testing.T) {
 		// Inside one caller transaction (RefundInTx): a retry replays, another request is refused, and the transaction stays usable.
@@ -746,6 +746,6 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 			t.Fatalf("commit: %v", err)
 		}
 		env.wantExecutions(t, 1)
-		env.wantRows(t, "Payments.Refund", 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
 	})
 }
