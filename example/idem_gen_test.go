@@ -643,7 +643,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		if _, err := w.Refund(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		req.PaymentID++ // another request under the same key
+		req.Account += "-changed" // another request under the same key
 		err := idemgenErr(w.Refund(ctx, req))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
@@ -735,7 +735,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		if !reflect.DeepEqual(first, again) {
 			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 		}
-		req.PaymentID++ // another request under the same key
+		req.Account += "-changed" // another request under the same key
 		if err := idemgenErr(w.RefundInTx(ctx, tx, req)); !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
