@@ -14,9 +14,11 @@ import (
 // different scopes are different requests.
 type ScopeFunc func(*http.Request) (string, error)
 
-// Config configures the middleware. The zero value is usable: keys are
-// required on POST and PATCH, validated with idem.DefaultKeyPolicy, and
-// requests carry no scope.
+// Config configures the middleware. Exactly one of Scope and SingleTenant
+// must be set: keys are per tenant, and sharing one key space between callers
+// is a choice the service states, never a default. Otherwise the zero value
+// is usable: keys are required on POST and PATCH and validated with
+// idem.DefaultKeyPolicy.
 type Config struct {
 	// Policy validates keys. It should be the policy the idem.Store uses. The
 	// zero value means idem.DefaultKeyPolicy (1 to 255 visible ASCII
@@ -31,7 +33,17 @@ type Config struct {
 	// application knows; run authentication before this middleware). The error
 	// is not shown to the client; set OnScopeError to log it or answer
 	// differently.
+	//
+	// A scope the ledger cannot hold (not UTF-8, a NUL byte, longer than
+	// idem.MaxScopeLen) is refused the same way, with the reason in the
+	// problem's detail, before any database call.
 	Scope ScopeFunc
+
+	// SingleTenant, set instead of Scope, says that every caller shares one
+	// key space: a key sent by one client replays the response another
+	// client got with it. Set it only for a service with one tenant (one
+	// caller, or callers that trust each other with their responses).
+	SingleTenant bool
 
 	// OnScopeError, if set, writes the response when Scope fails instead of
 	// the default 403. err is Scope's error, or ErrEmptyScope.
@@ -46,6 +58,11 @@ type Config struct {
 // ErrEmptyScope is passed to Config.OnScopeError when Config.Scope returned
 // an empty scope without an error.
 var ErrEmptyScope = errors.New("idemhttp: scope function returned an empty scope")
+
+// ErrNoScope is the panic value of New when the Config sets neither Scope nor
+// SingleTenant, or both.
+var ErrNoScope = errors.New("idemhttp: New: set Config.Scope to the function that names each request's tenant, " +
+	"or Config.SingleTenant if every caller may share one key space (and not both)")
 
 // New returns middleware that, for requests whose method requires a key:
 //
@@ -62,7 +79,15 @@ var ErrEmptyScope = errors.New("idemhttp: scope function returned an empty scope
 // ResponseWriter the handler gets implements http.Flusher and Unwrap, so
 // http.ResponseController reaches the underlying writer's other features
 // (Hijack, deadlines, full duplex).
+//
+// New panics with ErrNoScope unless exactly one of cfg.Scope and
+// cfg.SingleTenant is set: like http.ServeMux's refusal of a duplicate
+// pattern, it is a wiring mistake that must stop the server at start-up, not
+// a condition to handle.
 func New(cfg Config) func(http.Handler) http.Handler {
+	if (cfg.Scope == nil) == !cfg.SingleTenant {
+		panic(ErrNoScope)
+	}
 	policy := cfg.Policy
 	if policy == (idem.KeyPolicy{}) {
 		policy = idem.DefaultKeyPolicy
@@ -89,6 +114,9 @@ func New(cfg Config) func(http.Handler) http.Handler {
 				if err == nil && scope == "" {
 					err = ErrEmptyScope
 				}
+				if err == nil {
+					err = idem.ValidateScope(scope)
+				}
 				if err != nil {
 					onScopeError(w, r, err)
 					return
@@ -109,13 +137,19 @@ func New(cfg Config) func(http.Handler) http.Handler {
 	}
 }
 
-func writeScopeError(w http.ResponseWriter, r *http.Request, _ error) {
+func writeScopeError(w http.ResponseWriter, r *http.Request, err error) {
+	detail := "The account this request belongs to could not be determined, so its Idempotency-Key cannot be applied. " +
+		"Check the request's credentials."
+	var scopeErr *idem.ScopeError
+	if errors.As(err, &scopeErr) {
+		detail = "The account this request belongs to cannot scope an Idempotency-Key: " +
+			printable(scopeErr.Reason) + ". Check the request's credentials."
+	}
 	WriteProblem(w, r, Problem{
 		Type:   TypeScopeUnknown,
 		Title:  "Request scope unknown",
 		Status: http.StatusForbidden,
-		Detail: "The account this request belongs to could not be determined, so its Idempotency-Key cannot be applied. " +
-			"Check the request's credentials.",
+		Detail: detail,
 	})
 }
 

@@ -90,7 +90,7 @@ func TestMiddlewareAcceptsKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var s seen
-			h := idemhttp.New(idemhttp.Config{})(recordingHandler(&s))
+			h := idemhttp.New(idemhttp.Config{SingleTenant: true})(recordingHandler(&s))
 			r := httptest.NewRequest(http.MethodPost, "/charges", nil)
 			for k, vs := range tt.header {
 				for _, v := range vs {
@@ -134,7 +134,7 @@ func TestMiddlewareRefusesBadKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var s seen
-			h := idemhttp.New(idemhttp.Config{})(recordingHandler(&s))
+			h := idemhttp.New(idemhttp.Config{SingleTenant: true})(recordingHandler(&s))
 			w := serve(h, http.MethodPost, "/charges", tt.header)
 			assert.False(t, s.called, "the handler must not run")
 			require.Equal(t, http.StatusBadRequest, w.Code)
@@ -181,7 +181,7 @@ func TestMiddlewarePassThroughMethods(t *testing.T) {
 
 func TestMiddlewareRequiredMethods(t *testing.T) {
 	t.Run("default POST and PATCH", func(t *testing.T) {
-		mw := idemhttp.New(idemhttp.Config{})
+		mw := idemhttp.New(idemhttp.Config{SingleTenant: true})
 		for _, method := range []string{http.MethodPost, http.MethodPatch} {
 			var s seen
 			w := serve(mw(recordingHandler(&s)), method, "/x", nil)
@@ -190,7 +190,7 @@ func TestMiddlewareRequiredMethods(t *testing.T) {
 		}
 	})
 	t.Run("configured", func(t *testing.T) {
-		mw := idemhttp.New(idemhttp.Config{Methods: []string{http.MethodPut, http.MethodPost}})
+		mw := idemhttp.New(idemhttp.Config{SingleTenant: true, Methods: []string{http.MethodPut, http.MethodPost}})
 		for method, want := range map[string]int{
 			http.MethodPut:   http.StatusBadRequest,
 			http.MethodPost:  http.StatusBadRequest,
@@ -203,7 +203,7 @@ func TestMiddlewareRequiredMethods(t *testing.T) {
 		}
 	})
 	t.Run("empty list requires none", func(t *testing.T) {
-		mw := idemhttp.New(idemhttp.Config{Methods: []string{}})
+		mw := idemhttp.New(idemhttp.Config{SingleTenant: true, Methods: []string{}})
 		var s seen
 		w := serve(mw(recordingHandler(&s)), http.MethodPost, "/x", nil)
 		assert.Equal(t, http.StatusCreated, w.Code)
@@ -211,7 +211,7 @@ func TestMiddlewareRequiredMethods(t *testing.T) {
 }
 
 func TestMiddlewarePolicy(t *testing.T) {
-	mw := idemhttp.New(idemhttp.Config{Policy: idem.KeyPolicy{MinLen: 16, MaxLen: 36}})
+	mw := idemhttp.New(idemhttp.Config{SingleTenant: true, Policy: idem.KeyPolicy{MinLen: 16, MaxLen: 36}})
 	var s seen
 	w := serve(mw(recordingHandler(&s)), http.MethodPost, "/x", keyHeader("short"))
 	require.Equal(t, http.StatusBadRequest, w.Code)
@@ -284,7 +284,7 @@ func TestMiddlewareScope(t *testing.T) {
 }
 
 func TestServeMuxPatterns(t *testing.T) {
-	mw := idemhttp.New(idemhttp.Config{})
+	mw := idemhttp.New(idemhttp.Config{SingleTenant: true})
 	t.Run("per route", func(t *testing.T) {
 		var post, get, refund seen
 		mux := http.NewServeMux()
@@ -362,7 +362,7 @@ func TestChainedMiddleware(t *testing.T) {
 // still flush and reach the connection through http.ResponseController, on a
 // real server.
 func TestResponseController(t *testing.T) {
-	h := idemhttp.New(idemhttp.Config{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := idemhttp.New(idemhttp.Config{SingleTenant: true})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		_, _ = io.WriteString(w, "first\n")
 		if err := rc.Flush(); err != nil {
