@@ -302,7 +302,7 @@ func (e *emitter) methodVar(m *Method) jen.Code {
 		d = append(d, jen.Id("FinalErrors").Op(":").Index().Qual(idemPath, "FinalError").Values(items...))
 	}
 	return comment(
-		fmt.Sprintf("%s describes %s to the runtime. The response is stored as JSON.", m.MethodVar, m.Key),
+		fmt.Sprintf("%s describes %s to the runtime.\nThe response is stored as JSON; every caller, the first included, gets it\ndecoded from the stored bytes, so a replay equals the first answer.", m.MethodVar, m.Key),
 		"Name, the method's identity in the ledger, holds the package's import path:\nrenaming or moving the package, the type or the method orphans its stored keys.",
 		modeText(m), retentionText(m), finalText(m),
 	).Line().Var().Id(m.MethodVar).Op("=").Op("&").Qual(idemPath, "Method").Types(e.result(m)).
