@@ -70,3 +70,29 @@ func samplePaymentsPayoutArgs(t *testing.T) (req PayoutRequest) {
 func samplePaymentsDepositArgs(t *testing.T) (req DepositRequest) {
 	return DepositRequest{Account: testAccount, AmountCents: 2000, Currency: "EUR", Description: "counter 3"}
 }
+
+// countRows counts the rows of one of the example's tables.
+func countRows(t *testing.T, db *idemtest.DB, table string) int {
+	t.Helper()
+	var n int
+	if err := db.Pool.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+// The effect counters the generated tests assert besides executions: one
+// charge is one payment row, one refund one refund row, one payout one
+// reserved payout row.
+
+func countPaymentsChargeEffects(t *testing.T, db *idemtest.DB) int {
+	return countRows(t, db, "payments")
+}
+
+func countPaymentsRefundEffects(t *testing.T, db *idemtest.DB) int {
+	return countRows(t, db, "refunds")
+}
+
+func countPaymentsPayoutEffects(t *testing.T, db *idemtest.DB) int {
+	return countRows(t, db, "payouts")
+}

@@ -5,6 +5,7 @@ package example
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/jackc/pgx/v5"
@@ -17,10 +18,13 @@ import (
 // idemgenEnv is one test's fresh database, its ledger store, the store's clock and a count of method
 // bodies run (through the store's Executed hook, so the service's code is untouched).
 type idemgenEnv struct {
-	db       *idemtest.DB
-	clock    *idemtest.Clock
-	store    *idem.Store
-	executed atomic.Int64
+	db            *idemtest.DB
+	clock         *idemtest.Clock
+	store         *idem.Store
+	executed      atomic.Int64
+	meeting       atomic.Pointer[idemtest.Meeting]
+	effects       func(*testing.T, *idemtest.DB) int
+	effectsBefore int
 }
 
 // newIdemgenEnv creates a fresh database holding the ledger table idempotency_keys and a store over it.
@@ -33,9 +37,21 @@ func newIdemgenEnv(t *testing.T) *idemgenEnv {
 	store, err := idem.NewStore(env.db.Pool,
 		idem.WithTable("idempotency_keys"),
 		idem.WithClock(env.clock.Now),
-		idem.WithHooks(idem.Hooks{Executed: func(context.Context, idem.Event) {
-			env.executed.Add(1)
-		}}),
+		idem.WithHooks(idem.Hooks{
+			Claimed: func(ctx context.Context, _ idem.Event) {
+				if m := env.meeting.Load(); m != nil {
+					m.Claimed(ctx)
+				}
+			},
+			Executed: func(context.Context, idem.Event) {
+				env.executed.Add(1)
+			},
+			InProgress: func(ctx context.Context, _ idem.Event) {
+				if m := env.meeting.Load(); m != nil {
+					m.Waited(ctx)
+				}
+			},
+		}),
 	)
 	if err != nil {
 		t.Fatalf("idem.NewStore: %v", err)
@@ -58,6 +74,37 @@ func (env *idemgenEnv) warmUp(t *testing.T, n int) {
 	}
 	for _, r := range release {
 		r()
+	}
+}
+
+// meet makes the next n concurrent attempts really overlap: the first to claim the key is held in its
+// claim until the others have met it there (idemtest.Meeting, through the store's hooks).
+func (env *idemgenEnv) meet(n int) *idemtest.Meeting {
+	m := idemtest.NewMeeting(env.db, n)
+	env.meeting.Store(m)
+	return m
+}
+
+// logMet logs how many concurrent attempts met the first one on the key while it held its claim.
+func logMet(t *testing.T, m *idemtest.Meeting) {
+	t.Helper()
+	met, others := m.Met()
+	t.Logf("%d of %d other attempts met the first on the key while it held its claim", met, others)
+}
+
+// countEffects starts counting the method's effects with the package's count fixture.
+func (env *idemgenEnv) countEffects(t *testing.T, count func(*testing.T, *idemtest.DB) int) {
+	t.Helper()
+	env.effects = count
+	env.effectsBefore = count(t, env.db)
+}
+
+// wantEffects fails the test unless the method's effects (counted by its count fixture) grew by
+// exactly want since setup.
+func (env *idemgenEnv) wantEffects(t *testing.T, want int) {
+	t.Helper()
+	if got := env.effects(t, env.db) - env.effectsBefore; got != want {
+		t.Errorf("the method's effects grew by %d, want %d", got, want)
 	}
 }
 
@@ -119,41 +166,49 @@ func idemgenErr[R any](_ R, err error) error {
 // errIdemgenInjected stands for a failure after the work was done.
 var errIdemgenInjected = errors.New("injected failure after the work")
 
-// TestIdempotentPaymentsCharge checks the idempotency of Payments.Charge against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, a failing body.
+// TestIdempotentPaymentsCharge checks the idempotency of Payments.Charge against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, a failing body, each final error stored and replayed, ChargeInTx with a passing and a failing body.
+// Effects are counted by countPaymentsChargeEffects as well as executions.
 func TestIdempotentPaymentsCharge(t *testing.T) {
 	// setup builds the service (fixture newPaymentsForTest) and its wrapper over a fresh database.
 	setup := func(t *testing.T) (*idemgenEnv, *Payments, *IdempotentPayments) {
 		env := newIdemgenEnv(t)
 		svc := newPaymentsForTest(t, env.db)
+		env.countEffects(t, countPaymentsChargeEffects)
 		return env, svc, NewIdempotentPayments(svc, env.store)
 	}
 	t.Run("twins", func(t *testing.T) {
-		// Two identical requests released at once: one execution, one ledger row, equal responses.
+		// Two identical requests released at once, the first held in its claim until the second blocks on the key: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
 		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "twins", "")
 		env.warmUp(t, 2)
-		rs := idemtest.Twins(t, func(int) idemgenResult[Receipt] {
-			r, err := w.Charge(ctx, req)
+		meeting := env.meet(2)
+		rs := idemtest.Twins(t, func(i int) idemgenResult[Receipt] {
+			r, err := w.Charge(idemtest.Caller(ctx, i), req)
 			return idemgenResult[Receipt]{r, err}
 		})
+		logMet(t, meeting)
 		idemgenSame(t, rs[:])
 		env.wantExecutions(t, 1)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantEffects(t, 1)
 	})
 	t.Run("storm", func(t *testing.T) {
-		// 32 identical requests released at once: one execution, one ledger row, equal responses.
+		// 32 identical requests released at once, the first held in its claim until the others met it: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
 		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "storm", "")
 		env.warmUp(t, 32)
-		rs := idemtest.Storm(t, 32, func(int) idemgenResult[Receipt] {
-			r, err := w.Charge(ctx, req)
+		meeting := env.meet(32)
+		rs := idemtest.Storm(t, 32, func(i int) idemgenResult[Receipt] {
+			r, err := w.Charge(idemtest.Caller(ctx, i), req)
 			return idemgenResult[Receipt]{r, err}
 		})
+		logMet(t, meeting)
 		idemgenSame(t, rs)
 		env.wantExecutions(t, 1)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantEffects(t, 1)
 	})
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
@@ -183,6 +238,7 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 2)
+		env.wantEffects(t, 2)
 	})
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
@@ -196,21 +252,28 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 2)
+		env.wantEffects(t, 2)
 	})
 	t.Run("expired key", func(t *testing.T) {
-		// A key sent again after 48h is treated as new: the method runs again.
+		// A retry one microsecond before 48h replays; one microsecond after, the key is treated as new and the method runs again.
 		env, _, w := setup(t)
 		req := samplePaymentsChargeArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
 		if _, err := w.Charge(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		env.clock.Advance(48*time.Hour + time.Minute)
+		env.clock.Advance(48*time.Hour - time.Microsecond)
+		if _, err := w.Charge(ctx, req); err != nil {
+			t.Fatalf("the same key just inside its retention: %v", err)
+		}
+		env.wantExecutions(t, 1)
+		env.clock.Advance(2 * time.Microsecond)
 		if _, err := w.Charge(ctx, req); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantEffects(t, 2)
 	})
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.
@@ -228,10 +291,50 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 0)
+		env.wantEffects(t, 0)
 		if _, err := w.Charge(ctx, req); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantEffects(t, 1)
+	})
+	t.Run("final error ErrCardDeclined", func(t *testing.T) {
+		// The declared final error ErrCardDeclined is stored: a retry replays it (errors.Is holds) and does not run the method.
+		env, _, w := setup(t)
+		req := samplePaymentsChargeArgs(t)
+		ctx := idemgenCtx(t, "final-ErrCardDeclined", "")
+		var zero Receipt
+		_, err := idem.Atomic(ctx, env.store, idemPaymentsCharge, fingerprintPaymentsCharge(req), func(context.Context, pgx.Tx) (Receipt, error) {
+			return zero, ErrCardDeclined
+		})
+		if !errors.Is(err, ErrCardDeclined) {
+			t.Fatalf("first attempt: got error %v, want ErrCardDeclined", err)
+		}
+		err = idemgenErr(w.Charge(ctx, req))
+		if !errors.Is(err, ErrCardDeclined) {
+			t.Errorf("retry after the final error: got error %v, want ErrCardDeclined replayed", err)
+		}
+		env.wantExecutions(t, 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+	})
+	t.Run("final error ErrInsufficientFunds", func(t *testing.T) {
+		// The declared final error ErrInsufficientFunds is stored: a retry replays it (errors.Is holds) and does not run the method.
+		env, _, w := setup(t)
+		req := samplePaymentsChargeArgs(t)
+		ctx := idemgenCtx(t, "final-ErrInsufficientFunds", "")
+		var zero Receipt
+		_, err := idem.Atomic(ctx, env.store, idemPaymentsCharge, fingerprintPaymentsCharge(req), func(context.Context, pgx.Tx) (Receipt, error) {
+			return zero, ErrInsufficientFunds
+		})
+		if !errors.Is(err, ErrInsufficientFunds) {
+			t.Fatalf("first attempt: got error %v, want ErrInsufficientFunds", err)
+		}
+		err = idemgenErr(w.Charge(ctx, req))
+		if !errors.Is(err, ErrInsufficientFunds) {
+			t.Errorf("retry after the final error: got error %v, want ErrInsufficientFunds replayed", err)
+		}
+		env.wantExecutions(t, 1)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
 	})
 	t.Run("in the caller's transaction", func(t *testing.T) {
@@ -267,6 +370,51 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		}
 		env.wantExecutions(t, 1)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+	})
+	t.Run("failing body in the caller's transaction", func(t *testing.T) {
+		// Inside one caller transaction (ChargeInTx), a body that does the work and then fails leaves none of it (nor the claim) in the transaction, which stays usable and commits the caller's own earlier work.
+		env, svc, w := setup(t)
+		req := samplePaymentsChargeArgs(t)
+		ctx := idemgenCtx(t, "in-tx-failing", "")
+		tx, err := env.db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		defer tx.Rollback(ctx) // after Commit, a no-op
+		if _, err := tx.Exec(ctx, "CREATE TABLE idemgen_caller_work (n int)"); err != nil {
+			t.Fatalf("the caller's own work: %v", err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO idemgen_caller_work VALUES (1)"); err != nil {
+			t.Fatalf("the caller's own work: %v", err)
+		}
+		var zero Receipt
+		_, err = idem.AtomicInTx(ctx, env.store, tx, idemPaymentsCharge, fingerprintPaymentsCharge(req), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+			if _, err := svc.Charge(ctx, tx, req); err != nil {
+				return zero, err
+			}
+			return zero, errIdemgenInjected
+		})
+		if !errors.Is(err, errIdemgenInjected) {
+			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO idemgen_caller_work VALUES (2)"); err != nil {
+			t.Fatalf("the caller's transaction is unusable after the failed body: %v", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		var n int
+		if err := env.db.Pool.QueryRow(ctx, "SELECT count(*) FROM idemgen_caller_work").Scan(&n); err != nil || n != 2 {
+			t.Errorf("the caller's own work: %d rows committed (err %v), want 2", n, err)
+		}
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 0)
+		env.wantEffects(t, 0)
+		if err := idemgenErr(w.Charge(ctx, req)); err != nil {
+			t.Fatalf("retry after the failed attempt: %v", err)
+		}
+		env.wantExecutions(t, 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
+		env.wantEffects(t, 1)
 	})
 }
 
@@ -457,41 +605,49 @@ func TestIdempotentPaymentsDeposit(t *testing.T) {
 	})
 }
 
-// TestIdempotentPaymentsPayout checks the idempotency of Payments.Payout against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, a failing body, a crash mid-work and its takeover.
+// TestIdempotentPaymentsPayout checks the idempotency of Payments.Payout against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, a failing body, each final error stored and replayed, a crash mid-work and its takeover, an attempt that outlived its lock.
+// Effects are counted by countPaymentsPayoutEffects as well as executions.
 func TestIdempotentPaymentsPayout(t *testing.T) {
 	// setup builds the service (fixture newPaymentsForTest) and its wrapper over a fresh database.
 	setup := func(t *testing.T) (*idemgenEnv, *Payments, *IdempotentPayments) {
 		env := newIdemgenEnv(t)
 		svc := newPaymentsForTest(t, env.db)
+		env.countEffects(t, countPaymentsPayoutEffects)
 		return env, svc, NewIdempotentPayments(svc, env.store)
 	}
 	t.Run("twins", func(t *testing.T) {
-		// Two identical requests released at once (the second waits, idem.WithWait): one execution, one row, equal responses.
+		// Two identical requests released at once, the first held in its claim until the second is told to wait (idem.WithWait): one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
 		req := samplePaymentsPayoutArgs(t)
 		ctx := idem.WithWait(idemgenCtx(t, "twins", ""))
 		env.warmUp(t, 2)
-		rs := idemtest.Twins(t, func(int) idemgenResult[PayoutReceipt] {
-			r, err := w.Payout(ctx, req)
+		meeting := env.meet(2)
+		rs := idemtest.Twins(t, func(i int) idemgenResult[PayoutReceipt] {
+			r, err := w.Payout(idemtest.Caller(ctx, i), req)
 			return idemgenResult[PayoutReceipt]{r, err}
 		})
+		logMet(t, meeting)
 		idemgenSame(t, rs[:])
 		env.wantExecutions(t, 1)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+		env.wantEffects(t, 1)
 	})
 	t.Run("storm", func(t *testing.T) {
-		// 32 identical requests released at once: one execution, one ledger row, equal responses.
+		// 32 identical requests released at once, the first held in its claim until the others met it: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
 		req := samplePaymentsPayoutArgs(t)
 		ctx := idem.WithWait(idemgenCtx(t, "storm", ""))
 		env.warmUp(t, 32)
-		rs := idemtest.Storm(t, 32, func(int) idemgenResult[PayoutReceipt] {
-			r, err := w.Payout(ctx, req)
+		meeting := env.meet(32)
+		rs := idemtest.Storm(t, 32, func(i int) idemgenResult[PayoutReceipt] {
+			r, err := w.Payout(idemtest.Caller(ctx, i), req)
 			return idemgenResult[PayoutReceipt]{r, err}
 		})
+		logMet(t, meeting)
 		idemgenSame(t, rs)
 		env.wantExecutions(t, 1)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+		env.wantEffects(t, 1)
 	})
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
@@ -521,6 +677,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 2)
+		env.wantEffects(t, 2)
 	})
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
@@ -534,16 +691,22 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 2)
+		env.wantEffects(t, 2)
 	})
 	t.Run("expired key", func(t *testing.T) {
-		// A key sent again after 48h is treated as new: the method runs again.
+		// A retry one microsecond before 48h replays; one microsecond after, the key is treated as new and the method runs again.
 		env, _, w := setup(t)
 		req := samplePaymentsPayoutArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
 		if _, err := w.Payout(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		env.clock.Advance(48*time.Hour + time.Minute)
+		env.clock.Advance(48*time.Hour - time.Microsecond)
+		if _, err := w.Payout(ctx, req); err != nil {
+			t.Fatalf("the same key just inside its retention: %v", err)
+		}
+		env.wantExecutions(t, 1)
+		env.clock.Advance(2 * time.Microsecond)
 		if _, err := w.Payout(ctx, req); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
@@ -566,6 +729,26 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
+		env.wantEffects(t, 1)
+	})
+	t.Run("final error ErrInsufficientFunds", func(t *testing.T) {
+		// The declared final error ErrInsufficientFunds is stored: a retry replays it (errors.Is holds) and does not run the method.
+		env, _, w := setup(t)
+		req := samplePaymentsPayoutArgs(t)
+		ctx := idemgenCtx(t, "final-ErrInsufficientFunds", "")
+		var zero PayoutReceipt
+		_, err := idem.External(ctx, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(context.Context) (PayoutReceipt, error) {
+			return zero, ErrInsufficientFunds
+		})
+		if !errors.Is(err, ErrInsufficientFunds) {
+			t.Fatalf("first attempt: got error %v, want ErrInsufficientFunds", err)
+		}
+		err = idemgenErr(w.Payout(ctx, req))
+		if !errors.Is(err, ErrInsufficientFunds) {
+			t.Errorf("retry after the final error: got error %v, want ErrInsufficientFunds replayed", err)
+		}
+		env.wantExecutions(t, 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
 	})
 	t.Run("crash mid-work, then takeover", func(t *testing.T) {
 		// An attempt that dies after the work keeps the key in progress; after 30s a retry takes over.
@@ -597,43 +780,102 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
 	})
+	t.Run("attempt that outlived its lock", func(t *testing.T) {
+		// An attempt still working after its lock expired is taken over: the retry keeps its DownstreamKey and recorded Step, and the first attempt cannot finalise (idem.ErrLockLost).
+		env, svc, w := setup(t)
+		req := samplePaymentsPayoutArgs(t)
+		outer := idemgenCtx(t, "zombie", "")
+		var zero PayoutReceipt
+		var stepRuns atomic.Int64
+		var firstKey, takeoverKey string
+		var takeover PayoutReceipt
+		var takeoverErr error
+		_, err := idem.External(outer, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
+			firstKey = idem.DownstreamKey(ctx, "idemgen")
+			if _, err := idem.Step(ctx, "idemgen-step", func(context.Context) (int64, error) {
+				return stepRuns.Add(1), nil
+			}); err != nil {
+				return zero, fmt.Errorf("first attempt's step: %w", err)
+			}
+			env.clock.Advance(30*time.Second + time.Second + time.Second) // this attempt outlives its lock
+			takeover, takeoverErr = idem.External(outer, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
+				takeoverKey = idem.DownstreamKey(ctx, "idemgen")
+				if _, err := idem.Step(ctx, "idemgen-step", func(context.Context) (int64, error) {
+					return stepRuns.Add(1), nil
+				}); err != nil {
+					return zero, fmt.Errorf("takeover's step: %w", err)
+				}
+				return svc.Payout(ctx, req)
+			})
+			return zero, nil // the first attempt finishes after the takeover
+		})
+		if takeoverErr != nil {
+			t.Fatalf("the takeover after the lock expired: %v", takeoverErr)
+		}
+		if !errors.Is(err, idem.ErrLockLost) {
+			t.Errorf("the attempt that outlived its lock finished with error %v, want idem.ErrLockLost", err)
+		}
+		if firstKey != takeoverKey {
+			t.Errorf("DownstreamKey changed across the takeover: %q, then %q", firstKey, takeoverKey)
+		}
+		if n := stepRuns.Load(); n != 1 {
+			t.Errorf("a Step recorded before the takeover ran %d times, want 1", n)
+		}
+		again, err := w.Payout(outer, req)
+		if err != nil {
+			t.Fatalf("retry after the takeover finished: %v", err)
+		}
+		if !reflect.DeepEqual(again, takeover) {
+			t.Errorf("the retry replayed %#v, the takeover returned %#v: the attempt that lost its lock overwrote the answer", again, takeover)
+		}
+		env.wantExecutions(t, 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+	})
 }
 
-// TestIdempotentPaymentsRefund checks the idempotency of Payments.Refund against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, a failing body.
+// TestIdempotentPaymentsRefund checks the idempotency of Payments.Refund against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, a failing body, each final error stored and replayed, RefundInTx with a passing and a failing body.
+// Effects are counted by countPaymentsRefundEffects as well as executions.
 func TestIdempotentPaymentsRefund(t *testing.T) {
 	// setup builds the service (fixture newPaymentsForTest) and its wrapper over a fresh database.
 	setup := func(t *testing.T) (*idemgenEnv, *Payments, *IdempotentPayments) {
 		env := newIdemgenEnv(t)
 		svc := newPaymentsForTest(t, env.db)
+		env.countEffects(t, countPaymentsRefundEffects)
 		return env, svc, NewIdempotentPayments(svc, env.store)
 	}
 	t.Run("twins", func(t *testing.T) {
-		// Two identical requests released at once: one execution, one ledger row, equal responses.
+		// Two identical requests released at once, the first held in its claim until the second blocks on the key: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
 		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "twins", "")
 		env.warmUp(t, 2)
-		rs := idemtest.Twins(t, func(int) idemgenResult[RefundReceipt] {
-			r, err := w.Refund(ctx, req)
+		meeting := env.meet(2)
+		rs := idemtest.Twins(t, func(i int) idemgenResult[RefundReceipt] {
+			r, err := w.Refund(idemtest.Caller(ctx, i), req)
 			return idemgenResult[RefundReceipt]{r, err}
 		})
+		logMet(t, meeting)
 		idemgenSame(t, rs[:])
 		env.wantExecutions(t, 1)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantEffects(t, 1)
 	})
 	t.Run("storm", func(t *testing.T) {
-		// 32 identical requests released at once: one execution, one ledger row, equal responses.
+		// 32 identical requests released at once, the first held in its claim until the others met it: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
 		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "storm", "")
 		env.warmUp(t, 32)
-		rs := idemtest.Storm(t, 32, func(int) idemgenResult[RefundReceipt] {
-			r, err := w.Refund(ctx, req)
+		meeting := env.meet(32)
+		rs := idemtest.Storm(t, 32, func(i int) idemgenResult[RefundReceipt] {
+			r, err := w.Refund(idemtest.Caller(ctx, i), req)
 			return idemgenResult[RefundReceipt]{r, err}
 		})
+		logMet(t, meeting)
 		idemgenSame(t, rs)
 		env.wantExecutions(t, 1)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantEffects(t, 1)
 	})
 	t.Run("same key, different request", func(t *testing.T) {
 		// The same key with another request is refused with idem.ErrMismatch and runs nothing.
@@ -663,6 +905,7 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 2)
+		env.wantEffects(t, 2)
 	})
 	t.Run("same key, two scopes", func(t *testing.T) {
 		// The same key in two scopes (tenants) names two requests: each runs.
@@ -676,21 +919,28 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 2)
+		env.wantEffects(t, 2)
 	})
 	t.Run("expired key", func(t *testing.T) {
-		// A key sent again after 48h is treated as new: the method runs again.
+		// A retry one microsecond before 48h replays; one microsecond after, the key is treated as new and the method runs again.
 		env, _, w := setup(t)
 		req := samplePaymentsRefundArgs(t)
 		ctx := idemgenCtx(t, "expiring", "")
 		if _, err := w.Refund(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		env.clock.Advance(48*time.Hour + time.Minute)
+		env.clock.Advance(48*time.Hour - time.Microsecond)
+		if _, err := w.Refund(ctx, req); err != nil {
+			t.Fatalf("the same key just inside its retention: %v", err)
+		}
+		env.wantExecutions(t, 1)
+		env.clock.Advance(2 * time.Microsecond)
 		if _, err := w.Refund(ctx, req); err != nil {
 			t.Fatalf("the same key after its retention: %v", err)
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantEffects(t, 2)
 	})
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.
@@ -708,10 +958,50 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 		}
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 0)
+		env.wantEffects(t, 0)
 		if _, err := w.Refund(ctx, req); err != nil {
 			t.Fatalf("retry after the failed attempt: %v", err)
 		}
 		env.wantExecutions(t, 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantEffects(t, 1)
+	})
+	t.Run("final error ErrAlreadyRefunded", func(t *testing.T) {
+		// The declared final error ErrAlreadyRefunded is stored: a retry replays it (errors.Is holds) and does not run the method.
+		env, _, w := setup(t)
+		req := samplePaymentsRefundArgs(t)
+		ctx := idemgenCtx(t, "final-ErrAlreadyRefunded", "")
+		var zero RefundReceipt
+		_, err := idem.Atomic(ctx, env.store, idemPaymentsRefund, fingerprintPaymentsRefund(req), func(context.Context, pgx.Tx) (RefundReceipt, error) {
+			return zero, ErrAlreadyRefunded
+		})
+		if !errors.Is(err, ErrAlreadyRefunded) {
+			t.Fatalf("first attempt: got error %v, want ErrAlreadyRefunded", err)
+		}
+		err = idemgenErr(w.Refund(ctx, req))
+		if !errors.Is(err, ErrAlreadyRefunded) {
+			t.Errorf("retry after the final error: got error %v, want ErrAlreadyRefunded replayed", err)
+		}
+		env.wantExecutions(t, 1)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+	})
+	t.Run("final error ErrInsufficientFunds", func(t *testing.T) {
+		// The declared final error ErrInsufficientFunds is stored: a retry replays it (errors.Is holds) and does not run the method.
+		env, _, w := setup(t)
+		req := samplePaymentsRefundArgs(t)
+		ctx := idemgenCtx(t, "final-ErrInsufficientFunds", "")
+		var zero RefundReceipt
+		_, err := idem.Atomic(ctx, env.store, idemPaymentsRefund, fingerprintPaymentsRefund(req), func(context.Context, pgx.Tx) (RefundReceipt, error) {
+			return zero, ErrInsufficientFunds
+		})
+		if !errors.Is(err, ErrInsufficientFunds) {
+			t.Fatalf("first attempt: got error %v, want ErrInsufficientFunds", err)
+		}
+		err = idemgenErr(w.Refund(ctx, req))
+		if !errors.Is(err, ErrInsufficientFunds) {
+			t.Errorf("retry after the final error: got error %v, want ErrInsufficientFunds replayed", err)
+		}
+		env.wantExecutions(t, 1)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
 	})
 	t.Run("in the caller's transaction", func(t *testing.T) {
@@ -747,5 +1037,50 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		}
 		env.wantExecutions(t, 1)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+	})
+	t.Run("failing body in the caller's transaction", func(t *testing.T) {
+		// Inside one caller transaction (RefundInTx), a body that does the work and then fails leaves none of it (nor the claim) in the transaction, which stays usable and commits the caller's own earlier work.
+		env, svc, w := setup(t)
+		req := samplePaymentsRefundArgs(t)
+		ctx := idemgenCtx(t, "in-tx-failing", "")
+		tx, err := env.db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		defer tx.Rollback(ctx) // after Commit, a no-op
+		if _, err := tx.Exec(ctx, "CREATE TABLE idemgen_caller_work (n int)"); err != nil {
+			t.Fatalf("the caller's own work: %v", err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO idemgen_caller_work VALUES (1)"); err != nil {
+			t.Fatalf("the caller's own work: %v", err)
+		}
+		var zero RefundReceipt
+		_, err = idem.AtomicInTx(ctx, env.store, tx, idemPaymentsRefund, fingerprintPaymentsRefund(req), func(ctx context.Context, tx pgx.Tx) (RefundReceipt, error) {
+			if _, err := svc.Refund(ctx, tx, req); err != nil {
+				return zero, err
+			}
+			return zero, errIdemgenInjected
+		})
+		if !errors.Is(err, errIdemgenInjected) {
+			t.Fatalf("failing attempt: got error %v, want the injected failure", err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO idemgen_caller_work VALUES (2)"); err != nil {
+			t.Fatalf("the caller's transaction is unusable after the failed body: %v", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		var n int
+		if err := env.db.Pool.QueryRow(ctx, "SELECT count(*) FROM idemgen_caller_work").Scan(&n); err != nil || n != 2 {
+			t.Errorf("the caller's own work: %d rows committed (err %v), want 2", n, err)
+		}
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 0)
+		env.wantEffects(t, 0)
+		if err := idemgenErr(w.Refund(ctx, req)); err != nil {
+			t.Fatalf("retry after the failed attempt: %v", err)
+		}
+		env.wantExecutions(t, 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
+		env.wantEffects(t, 1)
 	})
 }

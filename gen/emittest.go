@@ -47,6 +47,9 @@ func (e *emitter) testHelpers() jen.Code {
 			jen.Id("clock").Op("*").Qual(idemtestPath, "Clock"),
 			jen.Id("store").Op("*").Qual(idemPath, "Store"),
 			jen.Id("executed").Qual("sync/atomic", "Int64"),
+			jen.Id("meeting").Qual("sync/atomic", "Pointer").Types(jen.Qual(idemtestPath, "Meeting")),
+			jen.Id("effects").Func().Params(jen.Op("*").Qual("testing", "T"), jen.Op("*").Qual(idemtestPath, "DB")).Int(),
+			jen.Id("effectsBefore").Int(),
 		).Line().Line(),
 
 		comment(tNewEnv+" creates a fresh database holding the ledger table "+tbl+" and a store over it.").Line(),
@@ -63,6 +66,12 @@ func (e *emitter) testHelpers() jen.Code {
 				jen.Line().Qual(idemPath, "WithHooks").Call(jen.Qual(idemPath, "Hooks").Values(jen.Dict{
 					jen.Id("Executed"): jen.Func().Params(jen.Qual("context", "Context"), jen.Qual(idemPath, "Event")).Block(
 						jen.Id("env").Dot("executed").Dot("Add").Call(jen.Lit(1))),
+					jen.Id("Claimed"): jen.Func().Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("_").Qual(idemPath, "Event")).Block(
+						jen.If(jen.Id("m").Op(":=").Id("env").Dot("meeting").Dot("Load").Call(), jen.Id("m").Op("!=").Nil()).Block(
+							jen.Id("m").Dot("Claimed").Call(jen.Id("ctx")))),
+					jen.Id("InProgress"): jen.Func().Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("_").Qual(idemPath, "Event")).Block(
+						jen.If(jen.Id("m").Op(":=").Id("env").Dot("meeting").Dot("Load").Call(), jen.Id("m").Op("!=").Nil()).Block(
+							jen.Id("m").Dot("Waited").Call(jen.Id("ctx")))),
 				})).Op(",").Line(),
 			),
 			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Id("t").Dot("Fatalf").Call(jen.Lit("idem.NewStore: %v"), jen.Err())),
@@ -81,6 +90,36 @@ func (e *emitter) testHelpers() jen.Code {
 				jen.Id("release").Op("=").Append(jen.Id("release"), jen.Id("c").Dot("Release")),
 			),
 			jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("release")).Block(jen.Id("r").Call()),
+		).Line().Line(),
+
+		comment("meet makes the next n concurrent attempts really overlap: the first to claim the key is held in its",
+			"claim until the others have met it there (idemtest.Meeting, through the store's hooks).").Line(),
+		jen.Func().Params(jen.Id("env").Op("*").Id(tEnv)).Id("meet").Params(jen.Id("n").Int()).Op("*").Qual(idemtestPath, "Meeting").Block(
+			jen.Id("m").Op(":=").Qual(idemtestPath, "NewMeeting").Call(jen.Id("env").Dot("db"), jen.Id("n")),
+			jen.Id("env").Dot("meeting").Dot("Store").Call(jen.Id("m")),
+			jen.Return(jen.Id("m")),
+		).Line().Line(),
+
+		comment("logMet logs how many concurrent attempts met the first one on the key while it held its claim.").Line(),
+		jen.Func().Id("logMet").Params(t.Clone(), jen.Id("m").Op("*").Qual(idemtestPath, "Meeting")).Block(
+			jen.Id("t").Dot("Helper").Call(),
+			jen.List(jen.Id("met"), jen.Id("others")).Op(":=").Id("m").Dot("Met").Call(),
+			jen.Id("t").Dot("Logf").Call(jen.Lit("%d of %d other attempts met the first on the key while it held its claim"), jen.Id("met"), jen.Id("others")),
+		).Line().Line(),
+
+		comment("countEffects starts counting the method's effects with the package's count fixture.").Line(),
+		jen.Func().Params(jen.Id("env").Op("*").Id(tEnv)).Id("countEffects").Params(t.Clone(), jen.Id("count").Func().Params(jen.Op("*").Qual("testing", "T"), jen.Op("*").Qual(idemtestPath, "DB")).Int()).Block(
+			jen.Id("t").Dot("Helper").Call(),
+			jen.Id("env").Dot("effects").Op("=").Id("count"),
+			jen.Id("env").Dot("effectsBefore").Op("=").Id("count").Call(jen.Id("t"), jen.Id("env").Dot("db")),
+		).Line().Line(),
+
+		comment("wantEffects fails the test unless the method's effects (counted by its count fixture) grew by",
+			"exactly want since setup.").Line(),
+		jen.Func().Params(jen.Id("env").Op("*").Id(tEnv)).Id("wantEffects").Params(t.Clone(), jen.Id("want").Int()).Block(
+			jen.Id("t").Dot("Helper").Call(),
+			jen.If(jen.Id("got").Op(":=").Id("env").Dot("effects").Call(jen.Id("t"), jen.Id("env").Dot("db")).Op("-").Id("env").Dot("effectsBefore"), jen.Id("got").Op("!=").Id("want")).Block(
+				jen.Id("t").Dot("Errorf").Call(jen.Lit("the method's effects grew by %d, want %d"), jen.Id("got"), jen.Id("want"))),
 		).Line().Line(),
 
 		comment("wantExecutions fails the test unless method bodies ran exactly want times.").Line(),
@@ -212,7 +251,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		} else {
 			body = []jen.Code{jen.Return(resultT().Values(jen.Dict{jen.Id("err"): callW(ctx)}))}
 		}
-		return jen.Func().Params(jen.Int()).Add(resultT()).Block(body...)
+		return jen.Func().Params(jen.Id("i").Int()).Add(resultT()).Block(body...)
 	}
 	ctxOf := func(key, scope string) *jen.Statement {
 		return jen.Id(tCtx).Call(jen.Id("t"), jen.Lit(key), jen.Lit(scope))
@@ -224,35 +263,49 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		return ctxOf(key, "")
 	}
 	key := jen.Lit(m.Ledger)
+	// effects: env.wantEffects(t, n) when the package counts the method's effects.
+	effects := func(n int) jen.Code {
+		if m.EffectFixture == "" {
+			return jen.Null()
+		}
+		return jen.Id("env").Dot("wantEffects").Call(jen.Id("t"), jen.Lit(n))
+	}
 	sub := func(name string, doc string, body ...jen.Code) jen.Code {
 		return jen.Id("t").Dot("Run").Call(jen.Lit(name), jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
 			append([]jen.Code{jen.Comment(doc)}, body...)...))
 	}
 	var subs []jen.Code
 
-	twinsDoc := "Two identical requests released at once: one execution, one ledger row, equal responses."
+	twinsDoc := "Two identical requests released at once, the first held in its claim until the second blocks on the key:"
 	if m.Mode == ModeExternal {
-		twinsDoc = "Two identical requests released at once (the second waits, idem.WithWait): one execution, one row, equal responses."
+		twinsDoc = "Two identical requests released at once, the first held in its claim until the second is told to wait (idem.WithWait):"
 	}
+	twinsDoc += " one execution, one ledger row, equal responses."
 	subs = append(subs, sub("twins", twinsDoc,
 		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
 		sample(),
 		jen.Id("ctx").Op(":=").Add(waitCtx("twins")),
 		jen.Id("env").Dot("warmUp").Call(jen.Id("t"), jen.Lit(2)),
-		jen.Id("rs").Op(":=").Qual(idemtestPath, "Twins").Call(jen.Id("t"), asResult(jen.Id("ctx"))),
+		jen.Id("meeting").Op(":=").Id("env").Dot("meet").Call(jen.Lit(2)),
+		jen.Id("rs").Op(":=").Qual(idemtestPath, "Twins").Call(jen.Id("t"), asResult(jen.Qual(idemtestPath, "Caller").Call(jen.Id("ctx"), jen.Id("i")))),
+		jen.Id("logMet").Call(jen.Id("t"), jen.Id("meeting")),
 		jen.Id(tSame).Call(jen.Id("t"), jen.Id("rs").Index(jen.Op(":"))),
 		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
 		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
+		effects(1),
 	))
-	subs = append(subs, sub("storm", fmt.Sprintf("%d identical requests released at once: one execution, one ledger row, equal responses.", m.Storm),
+	subs = append(subs, sub("storm", fmt.Sprintf("%d identical requests released at once, the first held in its claim until the others met it: one execution, one ledger row, equal responses.", m.Storm),
 		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
 		sample(),
 		jen.Id("ctx").Op(":=").Add(waitCtx("storm")),
 		jen.Id("env").Dot("warmUp").Call(jen.Id("t"), jen.Lit(m.Storm)),
-		jen.Id("rs").Op(":=").Qual(idemtestPath, "Storm").Call(jen.Id("t"), jen.Lit(m.Storm), asResult(jen.Id("ctx"))),
+		jen.Id("meeting").Op(":=").Id("env").Dot("meet").Call(jen.Lit(m.Storm)),
+		jen.Id("rs").Op(":=").Qual(idemtestPath, "Storm").Call(jen.Id("t"), jen.Lit(m.Storm), asResult(jen.Qual(idemtestPath, "Caller").Call(jen.Id("ctx"), jen.Id("i")))),
+		jen.Id("logMet").Call(jen.Id("t"), jen.Id("meeting")),
 		jen.Id(tSame).Call(jen.Id("t"), jen.Id("rs")),
 		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
 		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
+		effects(1),
 	))
 	if m.Mutation != nil {
 		change := e.changeRequest(m, args)
@@ -278,6 +331,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		once(ctxOf("key-b", ""), "key-b"),
 		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
 		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(2)),
+		effects(2),
 	))
 	subs = append(subs, sub("same key, two scopes", "The same key in two scopes (tenants) names two requests: each runs.",
 		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
@@ -286,6 +340,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		once(ctxOf("shared", "tenant-b"), "tenant-b"),
 		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
 		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(2)),
+		effects(2),
 	))
 	retention := jen.Qual(idemPath, "DefaultRetention")
 	retentionText := "the store's retention"
@@ -293,15 +348,25 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		retention = duration(m.Retention).(*jen.Statement)
 		retentionText = formatDuration(m.Retention)
 	}
-	subs = append(subs, sub("expired key", fmt.Sprintf("A key sent again after %s is treated as new: the method runs again.", retentionText),
+	// An external method's downstream keys must change with the window before
+	// its effects can be counted here (idem.DownstreamKey).
+	var expiredEffects jen.Code = jen.Null()
+	if m.Mode == ModeAtomic {
+		expiredEffects = effects(2)
+	}
+	subs = append(subs, sub("expired key", fmt.Sprintf("A retry one microsecond before %s replays; one microsecond after, the key is treated as new and the method runs again.", retentionText),
 		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
 		sample(),
 		jen.Id("ctx").Op(":=").Add(ctxOf("expiring", "")),
 		once(jen.Id("ctx"), "first request"),
-		jen.Id("env").Dot("clock").Dot("Advance").Call(retention.Op("+").Qual("time", "Minute")),
+		jen.Id("env").Dot("clock").Dot("Advance").Call(retention.Clone().Op("-").Qual("time", "Microsecond")),
+		once(jen.Id("ctx"), "the same key just inside its retention"),
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
+		jen.Id("env").Dot("clock").Dot("Advance").Call(jen.Lit(2).Op("*").Qual("time", "Microsecond")),
 		once(jen.Id("ctx"), "the same key after its retention"),
 		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
 		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
+		expiredEffects,
 	))
 
 	zero := jen.Var().Id("zero").Add(res.Clone())
@@ -327,11 +392,15 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 			jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Id(tInjected))).Block(
 				jen.Id("t").Dot("Fatalf").Call(jen.Lit("failing attempt: got error %v, want the injected failure"), jen.Err())),
 			jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(0)),
+			effects(0),
 			once(jen.Id("ctx"), "retry after the failed attempt"),
 			jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
 			jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
+			effects(1),
 		))
+		subs = append(subs, e.finalErrorTests(m, args, sub, sample, ctxOf, callW)...)
 		subs = append(subs, e.inTxTest(m, args, sub, sample, ctxOf))
+		subs = append(subs, e.inTxFailingTest(m, args, sub, sample, ctxOf, effects))
 	} else {
 		lock := jen.Qual(idemPath, "DefaultLockTimeout")
 		lockText := "the store's lock timeout"
@@ -353,7 +422,9 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 				jen.Id("t").Dot("Fatalf").Call(jen.Lit("failing attempt: got error %v, want the injected failure"), jen.Err())),
 			once(jen.Id("ctx"), "retry after the failed attempt"),
 			jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
+			effects(1),
 		))
+		subs = append(subs, e.finalErrorTests(m, args, sub, sample, ctxOf, callW)...)
 		subs = append(subs, sub("crash mid-work, then takeover", fmt.Sprintf("An attempt that dies after the work keeps the key in progress; after %s a retry takes over.", lockText),
 			setup(),
 			sample(),
@@ -376,6 +447,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 			jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
 			jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
 		))
+		subs = append(subs, e.zombieTest(m, args, sub, sample, ctxOf, callW, lock))
 	}
 
 	name := "Test" + r.Wrapper + m.Name
@@ -386,22 +458,33 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		}
 		checks = append(checks, s)
 	}
+	checks = append(checks, "a failing body")
+	if len(m.FinalErrors) > 0 {
+		checks = append(checks, "each final error stored and replayed")
+	}
 	if m.Mode == ModeAtomic {
-		checks = append(checks, "a failing body")
+		checks = append(checks, m.Name+"InTx with a passing and a failing body")
 	} else {
-		checks = append(checks, "a failing body", "a crash mid-work and its takeover")
+		checks = append(checks, "a crash mid-work and its takeover", "an attempt that outlived its lock")
+	}
+	countEffects := jen.Null()
+	effectsDoc := fmt.Sprintf("Only executions of the method body are counted, not its effects: add func %s(t *testing.T, db *idemtest.DB) int to a _test.go file to count those too.", effectFixtureName(m))
+	if m.EffectFixture != "" {
+		countEffects = jen.Id("env").Dot("countEffects").Call(jen.Id("t"), jen.Id(m.EffectFixture))
+		effectsDoc = fmt.Sprintf("Effects are counted by %s as well as executions.", m.EffectFixture)
 	}
 	body := []jen.Code{
 		jen.Comment("setup builds the service (fixture " + r.Fixture + ") and its wrapper over a fresh database."),
 		jen.Id("setup").Op(":=").Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Params(jen.Op("*").Id(tEnv), jen.Op("*").Id(r.Name), jen.Op("*").Id(r.Wrapper)).Block(
 			jen.Id("env").Op(":=").Id(tNewEnv).Call(jen.Id("t")),
 			jen.Id("svc").Op(":=").Id(r.Fixture).Call(jen.Id("t"), jen.Id("env").Dot("db")),
+			countEffects,
 			jen.Return(jen.Id("env"), jen.Id("svc"), jen.Id(r.Constructor).Call(jen.Id("svc"), jen.Id("env").Dot("store"))),
 		),
 	}
 	body = append(body, subs...)
 	return jen.Add(
-		comment(fmt.Sprintf("%s checks the idempotency of %s against a real PostgreSQL: %s.", name, m.Key, strings.Join(checks, ", "))).Line(),
+		comment(fmt.Sprintf("%s checks the idempotency of %s against a real PostgreSQL: %s.", name, m.Key, strings.Join(checks, ", ")), effectsDoc).Line(),
 		jen.Func().Id(name).Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(body...).Line(),
 	)
 }
@@ -494,3 +577,170 @@ func (e *emitter) inTxTest(m *Method, args []string, sub func(string, string, ..
 	)
 	return sub("in the caller's transaction", "Inside one caller transaction ("+m.Name+"InTx): a retry replays, another request is refused, and the transaction stays usable.", body...)
 }
+
+// finalErrorTests: per declared final error, a body that returns it through
+// the method's own idem.Method. The error is stored (one ledger row), a retry
+// through the wrapper replays it (errors.Is holds) and the body does not run
+// again.
+func (e *emitter) finalErrorTests(m *Method, args []string, sub func(string, string, ...jen.Code) jen.Code, sample func() jen.Code, ctxOf func(string, string) *jen.Statement, callW func(jen.Code) *jen.Statement) []jen.Code {
+	var argIDs []jen.Code
+	for _, a := range args {
+		argIDs = append(argIDs, jen.Id(a))
+	}
+	var out []jen.Code
+	for _, fe := range m.FinalErrors {
+		var run jen.Code
+		if m.Mode == ModeAtomic {
+			run = jen.Qual(idemPath, "Atomic").Call(jen.Id("ctx"), jen.Id("env").Dot("store"), jen.Id(m.MethodVar),
+				jen.Id(m.FingerprintFunc).Call(argIDs...),
+				jen.Func().Params(jen.Qual("context", "Context"), jen.Qual(pgxPath, "Tx")).Params(e.result(m), jen.Error()).Block(
+					jen.Return(jen.Id("zero"), jen.Id(fe))))
+		} else {
+			run = jen.Qual(idemPath, "External").Call(jen.Id("ctx"), jen.Id("env").Dot("store"), jen.Id(m.MethodVar),
+				jen.Id(m.FingerprintFunc).Call(argIDs...),
+				jen.Func().Params(jen.Qual("context", "Context")).Params(e.result(m), jen.Error()).Block(
+					jen.Return(jen.Id("zero"), jen.Id(fe))))
+		}
+		out = append(out, sub("final error "+fe, fmt.Sprintf("The declared final error %s is stored: a retry replays it (errors.Is holds) and does not run the method.", fe),
+			jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+			sample(),
+			jen.Id("ctx").Op(":=").Add(ctxOf("final-"+fe, "")),
+			jen.Var().Id("zero").Add(e.result(m)),
+			jen.List(jen.Id("_"), jen.Err()).Op(":=").Add(run),
+			jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Id(fe))).Block(
+				jen.Id("t").Dot("Fatalf").Call(jen.Lit("first attempt: got error %v, want "+fe), jen.Err())),
+			jen.Err().Op("=").Add(errOnly(m, callW(jen.Id("ctx")))),
+			jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Id(fe))).Block(
+				jen.Id("t").Dot("Errorf").Call(jen.Lit("retry after the final error: got error %v, want "+fe+" replayed"), jen.Err())),
+			jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
+			jen.Id("env").Dot("wantRows").Call(jen.Id("t"), jen.Lit(m.Ledger), jen.Lit(1)),
+		))
+	}
+	return out
+}
+
+// inTxFailingTest: MInTx whose body does the work and then fails. The
+// caller's transaction holds none of the work's writes nor the claim, stays
+// usable, and commits the caller's own earlier work; a retry then runs.
+func (e *emitter) inTxFailingTest(m *Method, args []string, sub func(string, string, ...jen.Code) jen.Code, sample func() jen.Code, ctxOf func(string, string) *jen.Statement, effects func(int) jen.Code) jen.Code {
+	var argIDs []jen.Code
+	for _, a := range args {
+		argIDs = append(argIDs, jen.Id(a))
+	}
+	exec := func(sql, what string) jen.Code {
+		return jen.If(jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("tx").Dot("Exec").Call(jen.Id("ctx"), jen.Lit(sql)), jen.Err().Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit(what+": %v"), jen.Err()))
+	}
+	inner := jen.Id("svc").Dot(m.Name).Call(append([]jen.Code{jen.Id("ctx"), jen.Id("tx")}, argIDs...)...)
+	return sub("failing body in the caller's transaction", "Inside one caller transaction ("+m.Name+"InTx), a body that does the work and then fails leaves none of it (nor the claim) in the transaction, which stays usable and commits the caller's own earlier work.",
+		jen.List(jen.Id("env"), jen.Id("svc"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		jen.Id("ctx").Op(":=").Add(ctxOf("in-tx-failing", "")),
+		jen.List(jen.Id("tx"), jen.Err()).Op(":=").Id("env").Dot("db").Dot("Pool").Dot("Begin").Call(jen.Id("ctx")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Id("t").Dot("Fatalf").Call(jen.Lit("begin: %v"), jen.Err())),
+		jen.Defer().Id("tx").Dot("Rollback").Call(jen.Id("ctx")).Comment("after Commit, a no-op"),
+		exec("CREATE TABLE idemgen_caller_work (n int)", "the caller's own work"),
+		exec("INSERT INTO idemgen_caller_work VALUES (1)", "the caller's own work"),
+		jen.Var().Id("zero").Add(e.result(m)),
+		jen.List(jen.Id("_"), jen.Err()).Op("=").Qual(idemPath, "AtomicInTx").Call(jen.Id("ctx"), jen.Id("env").Dot("store"), jen.Id("tx"), jen.Id(m.MethodVar),
+			jen.Id(m.FingerprintFunc).Call(argIDs...),
+			jen.Func().Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("tx").Qual(pgxPath, "Tx")).Params(e.result(m), jen.Error()).Block(
+				jen.If(errOnlyAssign(m, inner), jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Id("zero"), jen.Err())),
+				jen.Return(jen.Id("zero"), jen.Id(tInjected)),
+			)),
+		jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Id(tInjected))).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit("failing attempt: got error %v, want the injected failure"), jen.Err())),
+		exec("INSERT INTO idemgen_caller_work VALUES (2)", "the caller's transaction is unusable after the failed body"),
+		jen.If(jen.Err().Op(":=").Id("tx").Dot("Commit").Call(jen.Id("ctx")), jen.Err().Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit("commit: %v"), jen.Err())),
+		jen.Var().Id("n").Int(),
+		jen.If(jen.Err().Op(":=").Id("env").Dot("db").Dot("Pool").Dot("QueryRow").Call(jen.Id("ctx"), jen.Lit("SELECT count(*) FROM idemgen_caller_work")).Dot("Scan").Call(jen.Op("&").Id("n")),
+			jen.Err().Op("!=").Nil().Op("||").Id("n").Op("!=").Lit(2)).Block(
+			jen.Id("t").Dot("Errorf").Call(jen.Lit("the caller's own work: %d rows committed (err %v), want 2"), jen.Id("n"), jen.Err())),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), jen.Lit(m.Ledger), jen.Lit(0)),
+		effects(0),
+		jen.If(jen.Err().Op(":=").Add(errOnly(m, jen.Id("w").Dot(m.Name).Call(append([]jen.Code{jen.Id("ctx")}, argIDs...)...))), jen.Err().Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit("retry after the failed attempt: %v"), jen.Err())),
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), jen.Lit(m.Ledger), jen.Lit(1)),
+		effects(1),
+	)
+}
+
+// zombieTest: an external attempt outlives its lock and a retry takes the key
+// over while it still works. The retry gets the same DownstreamKey and does
+// not re-run a Step the first attempt recorded; the first attempt cannot
+// finalise (idem.ErrLockLost) and a later retry replays the takeover's answer.
+func (e *emitter) zombieTest(m *Method, args []string, sub func(string, string, ...jen.Code) jen.Code, sample func() jen.Code, ctxOf func(string, string) *jen.Statement, callW func(jen.Code) *jen.Statement, lock *jen.Statement) jen.Code {
+	var argIDs []jen.Code
+	for _, a := range args {
+		argIDs = append(argIDs, jen.Id(a))
+	}
+	external := func(ctx string, body ...jen.Code) *jen.Statement {
+		return jen.Qual(idemPath, "External").Call(jen.Id(ctx), jen.Id("env").Dot("store"), jen.Id(m.MethodVar),
+			jen.Id(m.FingerprintFunc).Call(argIDs...),
+			jen.Func().Params(jen.Id("ctx").Qual("context", "Context")).Params(e.result(m), jen.Error()).Block(body...))
+	}
+	step := func(what string) jen.Code {
+		return jen.If(jen.List(jen.Id("_"), jen.Err()).Op(":=").Qual(idemPath, "Step").Call(jen.Id("ctx"), jen.Lit("idemgen-step"),
+			jen.Func().Params(jen.Qual("context", "Context")).Params(jen.Int64(), jen.Error()).Block(
+				jen.Return(jen.Id("stepRuns").Dot("Add").Call(jen.Lit(1)), jen.Nil()))), jen.Err().Op("!=").Nil()).Block(
+			jen.Return(jen.Id("zero"), jen.Qual("fmt", "Errorf").Call(jen.Lit(what+" step: %w"), jen.Err())))
+	}
+	innerCall := jen.Id("svc").Dot(m.Name).Call(append([]jen.Code{jen.Id("ctx")}, argIDs...)...)
+	var finish jen.Code
+	if m.Result != nil {
+		finish = jen.Return(innerCall)
+	} else {
+		finish = jen.Return(jen.Id("zero"), innerCall)
+	}
+	takeoverVar, takeoverID := jen.Null(), jen.Id("_")
+	if m.Result != nil {
+		takeoverVar, takeoverID = jen.Var().Id("takeover").Add(e.result(m)), jen.Id("takeover")
+	}
+	// replay: a retry replays the takeover's answer, not the zombie's.
+	replay := jen.If(jen.Err().Op(":=").Add(callW(jen.Id("outer"))), jen.Err().Op("!=").Nil()).Block(
+		jen.Id("t").Dot("Errorf").Call(jen.Lit("retry after the takeover finished: %v"), jen.Err()))
+	if m.Result != nil {
+		replay = jen.List(jen.Id("again"), jen.Err()).Op(":=").Add(callW(jen.Id("outer"))).Line().
+			If(jen.Err().Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit("retry after the takeover finished: %v"), jen.Err())).Line().
+			If(jen.Op("!").Qual("reflect", "DeepEqual").Call(jen.Id("again"), jen.Id("takeover"))).Block(
+			jen.Id("t").Dot("Errorf").Call(jen.Lit("the retry replayed %#v, the takeover returned %#v: the attempt that lost its lock overwrote the answer"), jen.Id("again"), jen.Id("takeover")))
+	}
+	return sub("attempt that outlived its lock", "An attempt still working after its lock expired is taken over: the retry keeps its DownstreamKey and recorded Step, and the first attempt cannot finalise (idem.ErrLockLost).",
+		jen.List(jen.Id("env"), jen.Id("svc"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		jen.Id("outer").Op(":=").Add(ctxOf("zombie", "")),
+		jen.Var().Id("zero").Add(e.result(m)),
+		jen.Var().Id("stepRuns").Qual("sync/atomic", "Int64"),
+		jen.Var().List(jen.Id("firstKey"), jen.Id("takeoverKey")).String(),
+		takeoverVar,
+		jen.Var().Id("takeoverErr").Error(),
+		jen.List(jen.Id("_"), jen.Err()).Op(":=").Add(external("outer",
+			jen.Id("firstKey").Op("=").Qual(idemPath, "DownstreamKey").Call(jen.Id("ctx"), jen.Lit("idemgen")),
+			step("first attempt's"),
+			jen.Id("env").Dot("clock").Dot("Advance").Call(lock.Clone().Op("+").Qual("time", "Second")).Comment("this attempt outlives its lock"),
+			jen.List(takeoverID, jen.Id("takeoverErr")).Op("=").Add(external("outer",
+				jen.Id("takeoverKey").Op("=").Qual(idemPath, "DownstreamKey").Call(jen.Id("ctx"), jen.Lit("idemgen")),
+				step("takeover's"),
+				finish,
+			)),
+			jen.Return(jen.Id("zero"), jen.Nil()).Comment("the first attempt finishes after the takeover"),
+		)),
+		jen.If(jen.Id("takeoverErr").Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit("the takeover after the lock expired: %v"), jen.Id("takeoverErr"))),
+		jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual(idemPath, "ErrLockLost"))).Block(
+			jen.Id("t").Dot("Errorf").Call(jen.Lit("the attempt that outlived its lock finished with error %v, want idem.ErrLockLost"), jen.Err())),
+		jen.If(jen.Id("firstKey").Op("!=").Id("takeoverKey")).Block(
+			jen.Id("t").Dot("Errorf").Call(jen.Lit("DownstreamKey changed across the takeover: %q, then %q"), jen.Id("firstKey"), jen.Id("takeoverKey"))),
+		jen.If(jen.Id("n").Op(":=").Id("stepRuns").Dot("Load").Call(), jen.Id("n").Op("!=").Lit(1)).Block(
+			jen.Id("t").Dot("Errorf").Call(jen.Lit("a Step recorded before the takeover ran %d times, want 1"), jen.Id("n"))),
+		replay,
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), jen.Lit(m.Ledger), jen.Lit(1)),
+	)
+}
+
+// effectFixtureName is the optional fixture that counts m's effects.
+func effectFixtureName(m *Method) string { return "count" + m.Receiver + m.Name + "Effects" }

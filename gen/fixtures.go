@@ -21,6 +21,9 @@ type fixtureWant struct {
 	recv  string // the receiver type's name
 	meth  string // sample fixtures: the method whose arguments it returns
 	first int    // sample fixtures: the index of the first sampled parameter
+	// effects is set for an optional effect-count fixture of this method:
+	// absent is fine, present must have the wanted signature.
+	effects *Method
 }
 
 // wantFixtures records the fixtures method m needs.
@@ -34,6 +37,7 @@ func (b *builder) wantFixtures(pos token.Position, m *Method, sig *types.Signatu
 			what: "builds the service under test on the test's database (db.Pool); create the tables it needs there",
 		})
 	}
+	b.wantEffectFixture(pos, m)
 	if len(m.Params) == 0 {
 		return // nothing to sample
 	}
@@ -88,6 +92,10 @@ func (b *builder) checkFixtures() {
 		var obj types.Object
 		if tp != nil {
 			obj = tp.Scope().Lookup(f.name)
+		}
+		if f.effects != nil {
+			b.checkEffectFixture(tp, f, obj)
+			continue
 		}
 		if fn, ok := obj.(*types.Func); ok && fixtureFits(tp, f, fn.Type().(*types.Signature)) {
 			continue
@@ -146,4 +154,39 @@ func fixtureFits(tp *types.Package, f fixtureWant, sig *types.Signature) bool {
 func isPointerTo(t types.Type, pkg, name string) bool {
 	p, ok := types.Unalias(t).(*types.Pointer)
 	return ok && isNamed(p.Elem(), pkg, name)
+}
+
+// wantEffectFixture records the optional fixture that counts m's effects
+// (count<Receiver><Method>Effects). When the package's tests declare it, every
+// twin, storm and failing-body test asserts how much it grew.
+func (b *builder) wantEffectFixture(pos token.Position, m *Method) {
+	if m.Mode == ModeInline {
+		return // inline tests count the business rows themselves
+	}
+	name := effectFixtureName(m)
+	b.fixtures = append(b.fixtures, fixtureWant{
+		pos: pos, name: name, effects: m,
+		want: fmt.Sprintf("func %s(t *testing.T, db *idemtest.DB) int", name),
+		what: fmt.Sprintf("counts the effects of %s on db (e.g. its rows), so the tests can assert each request had one", m.Key),
+	})
+}
+
+// checkEffectFixture accepts an absent effect fixture, uses a present one
+// with the right signature and reports one with another signature.
+func (b *builder) checkEffectFixture(tp *types.Package, f fixtureWant, obj types.Object) {
+	if obj == nil {
+		f.effects.EffectFixture = ""
+		return
+	}
+	if fn, ok := obj.(*types.Func); ok {
+		sig := fn.Type().(*types.Signature)
+		p, r := sig.Params(), sig.Results()
+		if !sig.Variadic() && p.Len() == 2 && r.Len() == 1 && isPointerTo(p.At(0).Type(), "testing", "T") &&
+			isPointerTo(p.At(1).Type(), idemtestPath, "DB") && types.Identical(r.At(0).Type(), types.Typ[types.Int]) {
+			f.effects.EffectFixture = f.name
+			return
+		}
+	}
+	b.e.add(f.pos, "optional fixture %s has the wrong signature %s; the generated tests call it as\n\t%s\nwhich %s (or rename it)",
+		f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
 }

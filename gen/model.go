@@ -71,6 +71,7 @@ type Method struct {
 	MethodVar       string // idemPaymentsCharge
 	FingerprintFunc string // fingerprintPaymentsCharge
 	SampleFixture   string // samplePaymentsChargeArgs
+	EffectFixture   string // countPaymentsChargeEffects when the package's tests declare it, else empty
 	Mutation        *Mutation
 }
 
