@@ -166,7 +166,7 @@ func idemgenErr[R any](_ R, err error) error {
 // errIdemgenInjected stands for a failure after the work was done.
 var errIdemgenInjected = errors.New("injected failure after the work")
 
-// TestIdempotentPaymentsCharge checks the idempotency of Payments.Charge against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, a failing body, each final error stored and replayed, ChargeInTx with a passing and a failing body.
+// TestIdempotentPaymentsCharge checks the idempotency of Payments.Charge against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, sweeping, a failing body, each final error stored and replayed, ChargeInTx with a passing and a failing body.
 // Effects are counted by countPaymentsChargeEffects as well as executions.
 func TestIdempotentPaymentsCharge(t *testing.T) {
 	// setup builds the service (fixture newPaymentsForTest) and its wrapper over a fresh database.
@@ -274,6 +274,28 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 1)
 		env.wantEffects(t, 2)
+	})
+	t.Run("sweep keeps live keys", func(t *testing.T) {
+		// Store.Sweep deletes nothing while the key's 48h last, and the key once they have passed.
+		env, _, w := setup(t)
+		req := samplePaymentsChargeArgs(t)
+		ctx := idemgenCtx(t, "swept", "")
+		if _, err := w.Charge(ctx, req); err != nil {
+			t.Fatalf("first request: %v", err)
+		}
+		env.clock.Advance(48*time.Hour - time.Microsecond)
+		if n, err := env.store.Sweep(ctx, 0); err != nil || n != 0 {
+			t.Errorf("a sweep inside the key's retention deleted %d rows (err %v), want 0", n, err)
+		}
+		if _, err := w.Charge(ctx, req); err != nil {
+			t.Fatalf("retry after the sweep: %v", err)
+		}
+		env.wantExecutions(t, 1)
+		env.clock.Advance(2 * time.Microsecond)
+		if n, err := env.store.Sweep(ctx, 0); err != nil || n != 1 {
+			t.Errorf("a sweep after the key's retention deleted %d rows (err %v), want 1", n, err)
+		}
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Charge", 0)
 	})
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.
@@ -605,7 +627,7 @@ func TestIdempotentPaymentsDeposit(t *testing.T) {
 	})
 }
 
-// TestIdempotentPaymentsPayout checks the idempotency of Payments.Payout against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, a failing body, each final error stored and replayed, a crash mid-work and its takeover, an attempt that outlived its lock.
+// TestIdempotentPaymentsPayout checks the idempotency of Payments.Payout against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, sweeping, a failing body, each final error stored and replayed, a crash mid-work and its takeover, an attempt that outlived its lock.
 // Effects are counted by countPaymentsPayoutEffects as well as executions.
 func TestIdempotentPaymentsPayout(t *testing.T) {
 	// setup builds the service (fixture newPaymentsForTest) and its wrapper over a fresh database.
@@ -712,6 +734,28 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+	})
+	t.Run("sweep keeps live keys", func(t *testing.T) {
+		// Store.Sweep deletes nothing while the key's 48h last, and the key once they have passed.
+		env, _, w := setup(t)
+		req := samplePaymentsPayoutArgs(t)
+		ctx := idemgenCtx(t, "swept", "")
+		if _, err := w.Payout(ctx, req); err != nil {
+			t.Fatalf("first request: %v", err)
+		}
+		env.clock.Advance(48*time.Hour - time.Microsecond)
+		if n, err := env.store.Sweep(ctx, 0); err != nil || n != 0 {
+			t.Errorf("a sweep inside the key's retention deleted %d rows (err %v), want 0", n, err)
+		}
+		if _, err := w.Payout(ctx, req); err != nil {
+			t.Fatalf("retry after the sweep: %v", err)
+		}
+		env.wantExecutions(t, 1)
+		env.clock.Advance(2 * time.Microsecond)
+		if n, err := env.store.Sweep(ctx, 0); err != nil || n != 1 {
+			t.Errorf("a sweep after the key's retention deleted %d rows (err %v), want 1", n, err)
+		}
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 0)
 	})
 	t.Run("failing body releases the claim", func(t *testing.T) {
 		// A non-final error releases the claim: a retry runs at once.
@@ -833,7 +877,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 	})
 }
 
-// TestIdempotentPaymentsRefund checks the idempotency of Payments.Refund against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, a failing body, each final error stored and replayed, RefundInTx with a passing and a failing body.
+// TestIdempotentPaymentsRefund checks the idempotency of Payments.Refund against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, sweeping, a failing body, each final error stored and replayed, RefundInTx with a passing and a failing body.
 // Effects are counted by countPaymentsRefundEffects as well as executions.
 func TestIdempotentPaymentsRefund(t *testing.T) {
 	// setup builds the service (fixture newPaymentsForTest) and its wrapper over a fresh database.
@@ -941,6 +985,28 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 1)
 		env.wantEffects(t, 2)
+	})
+	t.Run("sweep keeps live keys", func(t *testing.T) {
+		// Store.Sweep deletes nothing while the key's 48h last, and the key once they have passed.
+		env, _, w := setup(t)
+		req := samplePaymentsRefundArgs(t)
+		ctx := idemgenCtx(t, "swept", "")
+		if _, err := w.Refund(ctx, req); err != nil {
+			t.Fatalf("first request: %v", err)
+		}
+		env.clock.Advance(48*time.Hour - time.Microsecond)
+		if n, err := env.store.Sweep(ctx, 0); err != nil || n != 0 {
+			t.Errorf("a sweep inside the key's retention deleted %d rows (err %v), want 0", n, err)
+		}
+		if _, err := w.Refund(ctx, req); err != nil {
+			t.Fatalf("retry after the sweep: %v", err)
+		}
+		env.wantExecutions(t, 1)
+		env.clock.Advance(2 * time.Microsecond)
+		if n, err := env.store.Sweep(ctx, 0); err != nil || n != 1 {
+			t.Errorf("a sweep after the key's retention deleted %d rows (err %v), want 1", n, err)
+		}
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Refund", 0)
 	})
 	t.Run("failing body leaves no claim", func(t *testing.T) {
 		// The work ran but the transaction failed: nothing is stored, and a retry runs.

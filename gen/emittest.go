@@ -369,6 +369,22 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		expiredEffects,
 	))
 
+	subs = append(subs, sub("sweep keeps live keys", fmt.Sprintf("Store.Sweep deletes nothing while the key's %s last, and the key once they have passed.", retentionText),
+		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		jen.Id("ctx").Op(":=").Add(ctxOf("swept", "")),
+		once(jen.Id("ctx"), "first request"),
+		jen.Id("env").Dot("clock").Dot("Advance").Call(retention.Clone().Op("-").Qual("time", "Microsecond")),
+		jen.If(jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("env").Dot("store").Dot("Sweep").Call(jen.Id("ctx"), jen.Lit(0)), jen.Err().Op("!=").Nil().Op("||").Id("n").Op("!=").Lit(0)).Block(
+			jen.Id("t").Dot("Errorf").Call(jen.Lit("a sweep inside the key's retention deleted %d rows (err %v), want 0"), jen.Id("n"), jen.Err())),
+		once(jen.Id("ctx"), "retry after the sweep"),
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(1)),
+		jen.Id("env").Dot("clock").Dot("Advance").Call(jen.Lit(2).Op("*").Qual("time", "Microsecond")),
+		jen.If(jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("env").Dot("store").Dot("Sweep").Call(jen.Id("ctx"), jen.Lit(0)), jen.Err().Op("!=").Nil().Op("||").Id("n").Op("!=").Lit(1)).Block(
+			jen.Id("t").Dot("Errorf").Call(jen.Lit("a sweep after the key's retention deleted %d rows (err %v), want 1"), jen.Id("n"), jen.Err())),
+		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(0)),
+	))
+
 	zero := jen.Var().Id("zero").Add(res.Clone())
 	innerCall := func() *jen.Statement {
 		a := []jen.Code{jen.Id("ctx")}
@@ -458,7 +474,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		}
 		checks = append(checks, s)
 	}
-	checks = append(checks, "a failing body")
+	checks = append(checks, "sweeping", "a failing body")
 	if len(m.FinalErrors) > 0 {
 		checks = append(checks, "each final error stored and replayed")
 	}
