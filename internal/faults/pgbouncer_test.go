@@ -197,8 +197,9 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 		t.Logf("pgx cache_statement through PgBouncer: %d of %d calls succeeded; errors: %s; first: %v",
 			e.fig.ok, e.fig.calls, e.fig.errorsText(), e.firstErrs)
 		e.mu.Unlock()
-		e.connect(envConfig{execMode: pgx.QueryExecModeExec})
-		e.storm(ins, 1)()
-		e.check(ins)
+		// The same keys are not retried in a working mode here: an external
+		// call whose outcome could not be recorded after its effect may have
+		// happened is stored as idem.ErrOutcomeNotRecorded and replays that
+		// error (or stays locked until its lock expires), by design.
 	})
 }
