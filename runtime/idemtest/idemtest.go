@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -34,6 +35,8 @@ type DB struct {
 	Pool *pgxpool.Pool // connected to the fresh database; closed at test cleanup
 	URL  string        // connection string of the fresh database (for tools like goose/dbmate/psql); a postgres:// URL unless IDEMGEN_TEST_DATABASE_URL is in keyword/value form
 	Name string        // database name
+
+	srv *server // the server the database lives on
 }
 
 // Option configures New.
@@ -81,22 +84,33 @@ func New(t testing.TB, opts ...Option) *DB {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var ledger idem.Ledger
-	if !o.noLedger {
-		var err error
-		if ledger, err = idem.LedgerSchema(o.table); err != nil {
-			t.Fatalf("idemtest: ledger table: %v", err)
-		}
-	}
-
 	srv, err := getServer()
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
+	db, err := srv.newDB(ctx, t.Name(), o)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.close(); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	return db
+}
 
+// newDB creates a fresh database named after name on s, as New describes. On
+// failure nothing is left behind.
+func (s *server) newDB(ctx context.Context, name string, o options) (_ *DB, err error) {
+	var ledger idem.Ledger
+	if !o.noLedger {
+		if ledger, err = idem.LedgerSchema(o.table); err != nil {
+			return nil, fmt.Errorf("idemtest: ledger table: %w", err)
+		}
+	}
 	var ledgerDDL []string
 	if !o.noLedger {
 		if ledger.Table.Schema != "" {
@@ -108,49 +122,53 @@ func New(t testing.TB, opts ...Option) *DB {
 	if len(ledgerDDL) > 0 {
 		// Copying a database that already holds the ledger is faster than
 		// running the DDL in every test database.
-		tmpl, err := srv.template(ctx, ledger.Table.String(), ledgerDDL)
+		tmpl, err := s.template(ctx, ledger.Table.String(), ledgerDDL)
 		if err != nil {
-			t.Fatalf("idemtest: %v%s", err, srv.logTail())
+			return nil, fmt.Errorf("idemtest: %w%s", err, s.logTail())
 		}
 		if tmpl != "" {
 			template, ledgerDDL = tmpl, nil
 		}
 	}
 
-	name, err := databaseName(t.Name())
+	dbName, err := databaseName(name)
 	if err != nil {
-		t.Fatalf("idemtest: %v", err)
+		return nil, fmt.Errorf("idemtest: %w", err)
 	}
-	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
-	if _, err := srv.admin.Exec(ctx, create); err != nil {
-		t.Fatalf("idemtest: create database %s: %v%s", name, err, srv.logTail())
+	create := "CREATE DATABASE " + pgx.Identifier{dbName}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	if _, err := s.admin.Exec(ctx, create); err != nil {
+		return nil, fmt.Errorf("idemtest: create database %s: %w%s", dbName, err, s.logTail())
 	}
-	db := &DB{Name: name}
-	t.Cleanup(func() { db.drop(t, srv) })
+	db := &DB{Name: dbName, srv: s}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, db.close())
+		}
+	}()
 
-	if db.URL, err = withDatabase(srv.baseURL, name); err != nil {
-		t.Fatalf("idemtest: %v", err)
+	if db.URL, err = withDatabase(s.baseURL, dbName); err != nil {
+		return nil, fmt.Errorf("idemtest: %w", err)
 	}
 	cfg, err := pgxpool.ParseConfig(db.URL)
 	if err != nil {
-		t.Fatalf("idemtest: parse connection string of %s: %v", name, err)
+		return nil, fmt.Errorf("idemtest: parse connection string of %s: %w", dbName, err)
 	}
 	cfg.MaxConns = PoolMaxConns
 	for _, fn := range o.poolCfg {
 		fn(cfg)
 	}
 	if db.Pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
-		t.Fatalf("idemtest: connect to %s: %v", name, err)
+		return nil, fmt.Errorf("idemtest: connect to %s: %w", dbName, err)
 	}
 
 	if stmts := append(ledgerDDL, o.setup...); len(stmts) > 0 {
 		// A connection of its own, not the pool: a tracer or hook added with
 		// WithPoolConfig sees only the test's own queries.
 		if err := execURL(ctx, db.URL, stmts); err != nil {
-			t.Fatalf("idemtest: set up %s: %v", name, err)
+			return nil, fmt.Errorf("idemtest: set up %s: %w", dbName, err)
 		}
 	}
-	return db
+	return db, nil
 }
 
 // execURL runs stmts in order on one new connection to the database at url.
@@ -179,10 +197,11 @@ func execAll(ctx context.Context, conn *pgx.Conn, stmts []string) error {
 	return nil
 }
 
-// drop closes the pool and drops the database. A pool whose connections are
-// still checked out when the test ends would block Close forever, so Close is
-// given a deadline and the database is dropped WITH (FORCE) regardless.
-func (db *DB) drop(t testing.TB, srv *server) {
+// close closes the pool and drops the database. A pool whose connections are
+// still checked out would block Close forever, so Close is given a deadline
+// and the database is dropped WITH (FORCE) regardless.
+func (db *DB) close() error {
+	var errs []error
 	if db.Pool != nil {
 		closed := make(chan struct{})
 		go func() {
@@ -192,14 +211,15 @@ func (db *DB) drop(t testing.TB, srv *server) {
 		select {
 		case <-closed:
 		case <-time.After(cleanupTimeout):
-			t.Errorf("idemtest: the pool of %s still has connections checked out %s after the test ended; release every acquired connection and finish every transaction", db.Name, cleanupTimeout)
+			errs = append(errs, fmt.Errorf("idemtest: the pool of %s still has connections checked out %s after the test ended; release every acquired connection and finish every transaction", db.Name, cleanupTimeout))
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	if _, err := srv.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		t.Errorf("idemtest: drop database %s: %v", db.Name, err)
+	if _, err := db.srv.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		errs = append(errs, fmt.Errorf("idemtest: drop database %s: %w", db.Name, err))
 	}
+	return errors.Join(errs...)
 }
 
 // databaseName makes a unique database name that shows which test made it:
