@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// load says how much one measurement does: ops calls in all; or, when
+// duration is positive, as many as the goroutines complete in that time; or,
+// when until is not nil, as many as they complete before it is closed.
+type load struct {
+	ops      int
+	duration time.Duration
+	until    <-chan struct{}
+}
+
+// result is one measurement: one path at one concurrency.
+type result struct {
+	path        string
+	concurrency int
+	ops         int
+	wall        time.Duration
+	p50, p99    time.Duration
+}
+
+// throughput is calls per second over the wall time.
+func (r result) throughput() float64 {
+	if r.wall <= 0 {
+		return 0
+	}
+	return float64(r.ops) / r.wall.Seconds()
+}
+
+// counter hands out call numbers; one per path, so keys never repeat across
+// the path's measurements.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) next() int { return int(c.n.Add(1)) }
+
+// measure runs fn from concurrency goroutines, which start together, until
+// the load is done, and returns the latency percentiles of the calls and
+// their throughput. The first error stops every goroutine and is returned.
+func measure(ctx context.Context, fn op, keys *counter, concurrency int, l load) (result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		remaining atomic.Int64
+		deadline  time.Time
+		wg        sync.WaitGroup
+		errOnce   sync.Once
+		firstErr  error
+		start     = make(chan struct{})
+		lat       = make([][]time.Duration, concurrency)
+	)
+	remaining.Store(int64(l.ops))
+	more := func() bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		switch {
+		case l.until != nil:
+			select {
+			case <-l.until:
+				return false
+			default:
+				return true
+			}
+		case l.duration > 0:
+			return time.Now().Before(deadline)
+		}
+		return remaining.Add(-1) >= 0
+	}
+	for g := range concurrency {
+		wg.Go(func() {
+			<-start
+			for more() {
+				t0 := time.Now()
+				err := fn(ctx, keys.next())
+				lat[g] = append(lat[g], time.Since(t0))
+				if err != nil {
+					errOnce.Do(func() { firstErr = err; cancel() })
+					return
+				}
+			}
+		})
+	}
+	t0 := time.Now()
+	deadline = t0.Add(l.duration)
+	close(start)
+	wg.Wait()
+	wall := time.Since(t0)
+	if firstErr != nil {
+		return result{}, firstErr
+	}
+	all := slices.Concat(lat...)
+	if len(all) == 0 {
+		return result{}, fmt.Errorf("no call completed at concurrency %d", concurrency)
+	}
+	slices.Sort(all)
+	return result{concurrency: concurrency, ops: len(all), wall: wall, p50: percentile(all, 0.50), p99: percentile(all, 0.99)}, nil
+}
+
+// percentile returns the q-quantile of sorted durations (nearest rank).
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}

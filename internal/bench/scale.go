@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
+	"github.com/idemgen/idemgen/runtime/idemtest"
+)
+
+// Keys in the scale and sweep experiments are spread over the whole key
+// space, as random client keys (UUIDs) are: a claim inserts into a random
+// leaf of the primary key, not always its rightmost one.
+
+// loadedKey is the key of the i-th bulk-loaded row: md5(i) in hex, which
+// the server computes while loading.
+func loadedKey(i int) string {
+	sum := md5.Sum([]byte(strconv.Itoa(i)))
+	return hex.EncodeToString(sum[:])
+}
+
+// freshKey is the key of the i-th claim of an experiment: never a loaded one.
+func freshKey(i int) string {
+	sum := sha256.Sum256([]byte("claim-" + strconv.Itoa(i)))
+	return hex.EncodeToString(sum[:16])
+}
+
+// bulkLoad inserts rows ledger rows of chargeMethod with loadedKey keys
+// first..first+rows-1, in one INSERT … SELECT generate_series. expired rows
+// ended their retention an hour ago. With rebuild the primary key and the
+// indexes are dropped first and built again after the load (the fast way
+// to make a big table); without, rows go through the live indexes as
+// traffic's do.
+func bulkLoad(ctx context.Context, db *idemtest.DB, first, rows int, expired, rebuild bool) error {
+	if rows == 0 {
+		return nil
+	}
+	l, err := ledger.New(ledger.DefaultTable)
+	if err != nil {
+		return err
+	}
+	resp, err := json.Marshal(Receipt{PaymentID: 1, Amount: 100})
+	if err != nil {
+		return err
+	}
+	expires := "now() + interval '48 hours'"
+	if expired {
+		expires = "now() - interval '1 hour'"
+	}
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SET maintenance_work_mem = '512MB'"); err != nil {
+		return err
+	}
+	var pre, post []string
+	if rebuild {
+		pre = append(pre, fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", l.Table.Quoted(), ledger.Quote(l.PrimaryKeyName())))
+		post = append(post, fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s PRIMARY KEY (%s)", l.Table.Quoted(), ledger.Quote(l.PrimaryKeyName()), quoteAll(l.Key)))
+		for _, ix := range l.Indexes {
+			pre = append(pre, "DROP INDEX "+l.Table.QuotedDerived(ix.Suffix))
+			post = append(post, l.CreateIndexSQL(ix, false))
+		}
+	}
+	for _, s := range pre {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("load: %s: %w", s, err)
+		}
+	}
+	insert := fmt.Sprintf(`INSERT INTO %s (scope, method, key, fingerprint, status, response, created_at, expires_at, intention)
+SELECT '', $1, md5(i::text), $2, 'done', $3, now() - interval '1 day', %s, gen_random_uuid()
+FROM generate_series($4::bigint, $5::bigint) AS i`, l.Table.Quoted(), expires)
+	if _, err := conn.Exec(ctx, insert, chargeMethod().Name, fingerprint(), resp, first, first+rows-1); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	for _, s := range post {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("load: %s: %w", s, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+l.Table.Quoted()); err != nil {
+		return fmt.Errorf("load: vacuum: %w", err)
+	}
+	return nil
+}
+
+func quoteAll(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = ledger.Quote(c)
+	}
+	return strings.Join(q, ", ")
+}
+
+// scaleConcurrency are the goroutine counts of the scale experiment.
+var scaleConcurrency = []int{1, 16}
+
+// scale measures claims and replays with the ledger already holding each
+// of -scale.rows rows.
+func (b *bench) scale(ctx context.Context) error {
+	fmt.Fprintf(b.w, "\n## Claim and replay against the ledger's size\n\n")
+	fmt.Fprintf(b.w, "%d calls per line; claims use fresh random keys, replays random loaded keys (on the empty ledger, keys claimed first).\n\n", b.cfg.scaleOps)
+	type line struct {
+		rows int
+		r    result
+	}
+	var lines []line
+	for _, n := range b.cfg.scaleRows {
+		rs, err := b.scaleOne(ctx, n)
+		if err != nil {
+			return fmt.Errorf("%d rows: %w", n, err)
+		}
+		for _, r := range rs {
+			lines = append(lines, line{rows: n, r: r})
+		}
+	}
+	first := map[string]result{}
+	for _, l := range lines {
+		k := l.r.path + "/" + strconv.Itoa(l.r.concurrency)
+		if _, ok := first[k]; !ok {
+			first[k] = l.r
+		}
+	}
+	fmt.Fprintf(b.w, "\n| ledger rows | path | goroutines | calls | p50 µs | p99 µs | calls/s | p50 ÷ %d rows | p99 ÷ %d rows |\n", b.cfg.scaleRows[0], b.cfg.scaleRows[0])
+	fmt.Fprintln(b.w, "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, l := range lines {
+		f := first[l.r.path+"/"+strconv.Itoa(l.r.concurrency)]
+		fmt.Fprintf(b.w, "| %d | %s | %d | %d | %s | %s | %.0f | %.2f | %.2f |\n", l.rows, l.r.path, l.r.concurrency, l.r.ops,
+			micros(l.r.p50), micros(l.r.p99), l.r.throughput(), float64(l.r.p50)/float64(f.p50), float64(l.r.p99)/float64(f.p99))
+	}
+	return nil
+}
+
+func (b *bench) scaleOne(ctx context.Context, rows int) (_ []result, err error) {
+	db, err := b.newDB(ctx, fmt.Sprintf("scale_%d", rows), idemtest.WithSetup(paymentsDDL))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	start := time.Now()
+	if err := bulkLoad(ctx, db, 1, rows, false, true); err != nil {
+		return nil, err
+	}
+	var size int64
+	if err := db.Pool.QueryRow(ctx, "SELECT pg_total_relation_size($1::regclass)", ledger.DefaultTable).Scan(&size); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(b.w, "%d rows loaded in %s (table and indexes %s)\n", rows, time.Since(start).Round(time.Second), mib(size))
+
+	s, err := idem.NewStore(db.Pool)
+	if err != nil {
+		return nil, err
+	}
+	m, fp := chargeMethod(), fingerprint()
+	claim := func(ctx context.Context, i int) error {
+		_, err := idem.Atomic(idem.WithKey(ctx, freshKey(i)), s, m, fp, charge)
+		return err
+	}
+	// Replays: random loaded rows; on an empty ledger, keys claimed now.
+	replayable, keyOf := rows, loadedKey
+	if rows == 0 {
+		replayable, keyOf = min(b.cfg.scaleOps, replayKeys), replayKey
+		for i := range replayable {
+			if _, err := idem.Atomic(idem.WithKey(ctx, replayKey(i)), s, m, fp, charge); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		keyOf = func(i int) string { return loadedKey(i + 1) }
+	}
+	replay := func(ctx context.Context, _ int) error {
+		ctx, out := idem.WithOutcome(idem.WithKey(ctx, keyOf(rand.IntN(replayable))))
+		if _, err := idem.Atomic(ctx, s, m, fp, charge); err != nil {
+			return err
+		}
+		if !out.Replayed() {
+			return errors.New("replay: the call was not a replay")
+		}
+		return nil
+	}
+	var claims, replays counter
+	var out []result
+	for _, c := range scaleConcurrency {
+		for _, p := range []struct {
+			name string
+			fn   op
+			keys *counter
+		}{{"claimed", claim, &claims}, {"replay", replay, &replays}} {
+			if _, err := measure(ctx, p.fn, p.keys, c, load{ops: max(2*c, min(200, b.cfg.scaleOps/10))}); err != nil {
+				return nil, err
+			}
+			r, err := measure(ctx, p.fn, p.keys, c, load{ops: b.cfg.scaleOps})
+			if err != nil {
+				return nil, err
+			}
+			r.path = p.name
+			out = append(out, r)
+			fmt.Fprintf(b.w, "%d rows, %-7s %2d goroutines: p50 %sµs, p99 %sµs\n", rows, p.name, c, micros(r.p50), micros(r.p99))
+		}
+	}
+	return out, nil
+}
+
+// sweep deletes -sweep.rows expired rows with Sweep while live claims run,
+// twice, and reports live latency before and during the first sweep and the
+// ledger's size at each stage.
+func (b *bench) sweep(ctx context.Context) (err error) {
+	fmt.Fprintf(b.w, "\n## Sweep of %d expired rows under live claims\n\n", b.cfg.sweepRows)
+	db, err := b.newDB(ctx, "sweep", idemtest.WithSetup(paymentsDDL))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	s, err := idem.NewStore(db.Pool)
+	if err != nil {
+		return err
+	}
+	m, fp := chargeMethod(), fingerprint()
+	var keys counter
+	claim := func(ctx context.Context, i int) error {
+		_, err := idem.Atomic(idem.WithKey(ctx, freshKey(i)), s, m, fp, charge)
+		return err
+	}
+	type stage struct {
+		name string
+		st   tableStat
+	}
+	var stages []stage
+	snap := func(name string) error {
+		st, err := tableStats(ctx, db, ledger.DefaultTable, 0)
+		if err != nil {
+			return err
+		}
+		if err := db.Pool.QueryRow(ctx, "SELECT count(*) FROM "+ledger.Quote(ledger.DefaultTable)).Scan(&st.rows); err != nil {
+			return err
+		}
+		stages = append(stages, stage{name, st})
+		return nil
+	}
+	c := b.cfg.sweepConcurrency
+	ops := max(c, b.cfg.scaleOps)
+	if err := snap("empty"); err != nil {
+		return err
+	}
+	for cycle := 1; cycle <= 2; cycle++ {
+		start := time.Now()
+		if err := bulkLoad(ctx, db, 1+(cycle-1)*b.cfg.sweepRows, b.cfg.sweepRows, true, false); err != nil {
+			return err
+		}
+		fmt.Fprintf(b.w, "cycle %d: %d expired rows loaded through the live indexes in %s\n", cycle, b.cfg.sweepRows, time.Since(start).Round(time.Second))
+		if err := snap(fmt.Sprintf("cycle %d: loaded", cycle)); err != nil {
+			return err
+		}
+		// Warm up, then live claims alone, then live claims during the sweep.
+		if _, err := measure(ctx, claim, &keys, c, load{ops: max(2*c, min(200, ops/10))}); err != nil {
+			return err
+		}
+		before, err := measure(ctx, claim, &keys, c, load{ops: ops})
+		if err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		var swept int64
+		var sweepErr error
+		var sweepTime time.Duration
+		go func() {
+			defer close(done)
+			t0 := time.Now()
+			swept, sweepErr = s.Sweep(ctx, 0)
+			sweepTime = time.Since(t0)
+		}()
+		during, err := measure(ctx, claim, &keys, c, load{until: done})
+		<-done
+		if err != nil {
+			return err
+		}
+		if sweepErr != nil {
+			return fmt.Errorf("sweep: %w", sweepErr)
+		}
+		fmt.Fprintf(b.w, "cycle %d: Sweep deleted %d rows in %s (batches of %d)\n", cycle, swept, sweepTime.Round(time.Millisecond), idem.DefaultSweepBatch)
+		fmt.Fprintf(b.w, "cycle %d: live claims from %d goroutines: before the sweep %d calls, p50 %sµs, p99 %sµs; during it %d calls, p50 %sµs, p99 %sµs (p99 ÷ before %.2f)\n",
+			cycle, c, before.ops, micros(before.p50), micros(before.p99), during.ops, micros(during.p50), micros(during.p99), float64(during.p99)/float64(before.p99))
+		if err := snap(fmt.Sprintf("cycle %d: swept", cycle)); err != nil {
+			return err
+		}
+		if _, err := db.Pool.Exec(ctx, "VACUUM "+ledger.Quote(ledger.DefaultTable)); err != nil {
+			return fmt.Errorf("vacuum: %w", err)
+		}
+		if err := snap(fmt.Sprintf("cycle %d: vacuumed", cycle)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(b.w, "\n| stage | rows | heap | indexes | total | autovacuum runs |")
+	fmt.Fprintln(b.w, "| --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, st := range stages {
+		fmt.Fprintf(b.w, "| %s | %d | %s | %s | %s | %d |\n", st.name, st.st.rows, mib(st.st.heap), mib(st.st.indexes), mib(st.st.total), st.st.autovacuums)
+	}
+	var reloptions []string
+	if err := db.Pool.QueryRow(ctx, "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = $1::regclass", ledger.DefaultTable).Scan(&reloptions); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.w, "\nledger storage settings: %s; VACUUM after each sweep stands for the autovacuum those settings start early\n", strings.Join(reloptions, ", "))
+	return nil
+}
