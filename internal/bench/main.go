@@ -237,9 +237,10 @@ func run(ctx context.Context, w io.Writer, cfg config) (err error) {
 
 // bench holds what the experiments share.
 type bench struct {
-	srv *idemtest.Server
-	w   io.Writer
-	cfg config
+	srv     *idemtest.Server
+	w       io.Writer
+	cfg     config
+	version string // the server's major version, from header
 }
 
 // header prints what the figures were measured on.
@@ -249,12 +250,12 @@ func (b *bench) header(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
-	var version, fsync, syncCommit string
-	if err := db.Pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')`).Scan(&version, &fsync, &syncCommit); err != nil {
+	var full, fsync, syncCommit string
+	if err := db.Pool.QueryRow(ctx, `SELECT (current_setting('server_version_num')::int / 10000)::text, current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')`).Scan(&b.version, &full, &fsync, &syncCommit); err != nil {
 		return fmt.Errorf("server version: %w", err)
 	}
 	fmt.Fprintf(b.w, "PostgreSQL %s on a unix socket (fsync=%s, synchronous_commit=%s); %d CPUs, GOMAXPROCS %d, %s; load average at the start: %s\n",
-		version, fsync, syncCommit, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), loadAverage())
+		full, fsync, syncCommit, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), loadAverage())
 	return nil
 }
 
@@ -309,7 +310,8 @@ func (b *bench) latency(ctx context.Context) error {
 	fmt.Fprintln(b.w)
 	writeTable(b.w, results)
 	if b.cfg.png != "" {
-		title := fmt.Sprintf("idemgen: one INSERT in a transaction, PostgreSQL on loopback, %d CPUs", runtime.NumCPU())
+		title := fmt.Sprintf("idemgen: one INSERT per call in a transaction; PostgreSQL %s on a unix socket; %d CPUs; load average %s when the plot was drawn",
+			b.version, runtime.NumCPU(), loadAverage())
 		if err := writePlot(b.cfg.png, title, b.cfg.paths, results); err != nil {
 			return err
 		}

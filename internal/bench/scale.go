@@ -310,10 +310,10 @@ func (b *bench) sweep(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	fmt.Fprintln(b.w, "\n| stage | rows | heap | indexes | total | autovacuum runs |")
-	fmt.Fprintln(b.w, "| --- | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(b.w, "\n| stage | rows | dead rows | heap | indexes | total | autovacuum runs |")
+	fmt.Fprintln(b.w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, st := range stages {
-		fmt.Fprintf(b.w, "| %s | %d | %s | %s | %s | %d |\n", st.name, st.st.rows, mib(st.st.heap), mib(st.st.indexes), mib(st.st.total), st.st.autovacuums)
+		fmt.Fprintf(b.w, "| %s | %d | %d | %s | %s | %s | %d |\n", st.name, st.st.rows, st.st.dead, mib(st.st.heap), mib(st.st.indexes), mib(st.st.total), st.st.autovacuums)
 	}
 	var reloptions []string
 	if err := db.Pool.QueryRow(ctx, "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = $1::regclass", ledger.DefaultTable).Scan(&reloptions); err != nil {
