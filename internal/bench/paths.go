@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -52,8 +53,15 @@ func fingerprint() []byte {
 	return f.Sum()
 }
 
+// queryer is what the work needs of its transaction.
+type queryer interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // charge is the work: one payment row, in the transaction it is given.
-func charge(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+func charge(ctx context.Context, tx pgx.Tx) (Receipt, error) { return chargeOn(ctx, tx) }
+
+func chargeOn(ctx context.Context, tx queryer) (Receipt, error) {
 	r := Receipt{Amount: 100}
 	if err := tx.QueryRow(ctx, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`, r.Amount).Scan(&r.PaymentID); err != nil {
 		return Receipt{}, fmt.Errorf("insert payment: %w", err)
@@ -93,6 +101,7 @@ func allPaths() []path {
 		{name: "replay", desc: "generated wrapper, atomic mode, replay (a finished key)", opts: withLedger(paymentsDDL), prepare: prepareReplay},
 		{name: "external", desc: "generated wrapper, external mode, claimed (the work in its own transaction)", opts: withLedger(paymentsDDL), prepare: prepareExternal, ledger: ledger.DefaultTable},
 		{name: "inline", desc: "generated wrapper, inline mode, claimed (the key in the payment row)", opts: inlineOpts, prepare: prepareInline},
+		{name: "floor", desc: "not a wrapper: the work, then a whole ledger row (response included) sent with COMMIT; no claim before the work, so twins both run it. The least a separate ledger row can cost", opts: withLedger(paymentsDDL), prepare: prepareFloor, ledger: ledger.DefaultTable},
 	}
 }
 
@@ -248,5 +257,53 @@ func prepareInline(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 	return func(ctx context.Context, i int) error {
 		_, err := idem.Inline(idem.WithKey(ctx, key(i)), s, m, fp, inlineLookup, inlineCharge)
 		return err
+	}, nil
+}
+
+// prepareFloor measures the least a ledger row in a table of its own costs
+// the claimed path: the work, then one INSERT of the finished row, response
+// included, in the round trip of COMMIT. It is not idempotent against
+// concurrent twins (both run the work; the second fails at the primary key),
+// which is why the wrapper claims first; the difference between the two is
+// the price of claiming before the work.
+func prepareFloor(_ context.Context, db *idemtest.DB, _ int) (op, error) {
+	l, err := ledger.New(ledger.DefaultTable)
+	if err != nil {
+		return nil, err
+	}
+	insert := fmt.Sprintf(`INSERT INTO %s (scope, method, key, fingerprint, status, response, expires_at, intention)
+VALUES ('', $1, $2, $3, 'done', $4, now() + $5::bigint * interval '1 microsecond', gen_random_uuid())`, l.Table.Quoted())
+	method, fp, ret := chargeMethod().Name, fingerprint(), retention.Microseconds()
+	return func(ctx context.Context, i int) (err error) {
+		conn, err := db.Pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		committed := false
+		defer func() {
+			if !committed {
+				_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			}
+		}()
+		if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+			return err
+		}
+		r, err := chargeOn(ctx, conn)
+		if err != nil {
+			return err
+		}
+		resp, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		b.Queue(insert, method, key(i), fp, resp, ret)
+		b.Queue("COMMIT")
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		committed = true
+		return nil
 	}, nil
 }
