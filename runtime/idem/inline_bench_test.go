@@ -62,3 +62,16 @@ func BenchmarkInlineReplay(b *testing.B) {
 		require.NoError(b, err)
 	}
 }
+
+func BenchmarkParallelInlineClaimed(b *testing.B) {
+	var tc tripCounter
+	db := idemtest.New(b, idemtest.WithoutLedger(), idemtest.WithSetup(ordersDDL(b)...), tc.option())
+	s, err := idem.NewStore(db.Pool)
+	require.NoError(b, err)
+	m := ordersMethod()
+	tc.report(b)
+	parallel(b, func(ctx context.Context, key string) error {
+		_, err := idem.Inline(idem.WithKey(ctx, key), s, m, fp("book"), orderByKey, createOrder("book", 1))
+		return err
+	})
+}

@@ -130,3 +130,23 @@ func BenchmarkParallelAtomicClaimed(b *testing.B) {
 		return err
 	})
 }
+
+func BenchmarkParallelAtomicReplay(b *testing.B) {
+	var tc tripCounter
+	db := idemtest.New(b, idemtest.WithSetup(paymentsDDL), tc.option())
+	s, err := idem.NewStore(db.Pool)
+	require.NoError(b, err)
+	m := chargeMethod()
+	// Keys finished beforehand, replayed in turn.
+	const keys = 1000
+	for i := range keys {
+		_, err := idem.Atomic(keyed(fmt.Sprintf("key-%d", i)), s, m, fp("1"), charge(1))
+		require.NoError(b, err)
+	}
+	var n atomic.Int64
+	tc.report(b)
+	parallel(b, func(ctx context.Context, _ string) error {
+		_, err := idem.Atomic(idem.WithKey(ctx, fmt.Sprintf("key-%d", n.Add(1)%keys)), s, m, fp("1"), charge(1))
+		return err
+	})
+}
