@@ -24,6 +24,7 @@
 //	request with this key still in progress        409 Conflict + Retry-After
 //	claim taken over by another attempt            409 Conflict + Retry-After
 //	ledger unavailable                             503 Service Unavailable
+//	call ran, its outcome could not be recorded    500 Internal Server Error
 //
 // The middleware writes the first three itself; handlers map the errors of
 // idempotent calls with [WriteError]. No response ever echoes the raw header.

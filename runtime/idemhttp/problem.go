@@ -27,6 +27,7 @@ const (
 	TypeInProgress       = ProblemTypeBase + "in-progress"       // 409
 	TypeLockLost         = ProblemTypeBase + "lock-lost"         // 409
 	TypeStoreUnavailable = ProblemTypeBase + "store-unavailable" // 503
+	TypeOutcomeUnknown   = ProblemTypeBase + "outcome-unknown"   // 500
 )
 
 // ContentTypeProblem is the media type of RFC 9457 problem details in JSON.
@@ -72,6 +73,12 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 //	idem.ErrInvalidKey   400 Bad Request
 //	idem.ErrNoKey        400 Bad Request
 //	idem.ErrStore        503 Service Unavailable
+//	idem.ErrOutcomeNotRecorded  500 Internal Server Error (no Retry-After)
+//
+// ErrOutcomeNotRecorded means the call ran but its outcome is unknown, and
+// every retry of the key replays that answer: it is not an invitation to
+// retry. When storing it failed too (ErrStore holds as well) the key frees
+// itself when its lock expires, and the answer is 503.
 //
 // For any other error it writes nothing and returns false, so the handler can
 // write its own response:
@@ -144,6 +151,15 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) bool {
 			Status: http.StatusBadRequest,
 			Detail: "This operation is idempotent and requires an Idempotency-Key header. " +
 				"Send a new unique key (for example a UUID) with each new request, and the same key when retrying it.",
+		})
+	case errors.Is(err, idem.ErrOutcomeNotRecorded) && !errors.Is(err, idem.ErrStore):
+		WriteProblem(w, r, Problem{
+			Type:   TypeOutcomeUnknown,
+			Title:  "Outcome of the idempotent request is unknown",
+			Status: http.StatusInternalServerError,
+			Detail: "The request was processed, but its outcome could not be recorded, so it is not known whether it took effect. " +
+				"Retrying with this Idempotency-Key returns this answer again; do not send the request under a new key " +
+				"until the outcome has been checked (ask the service's operator).",
 		})
 	case errors.Is(err, idem.ErrStore):
 		WriteProblem(w, r, Problem{

@@ -76,6 +76,21 @@ func TestWriteError(t *testing.T) {
 			status: http.StatusServiceUnavailable, typ: idemhttp.TypeStoreUnavailable, title: "Idempotency ledger unavailable",
 			detail: "Retry later with the same Idempotency-Key", secrets: []string{"postgresql", "refused", "payments_rw", "Payments.Charge"},
 		},
+		{
+			name: "outcome not recorded", err: fmt.Errorf("idem: Payments.Payout: key %q: %w: encode response: boom", "po-3", idem.ErrOutcomeNotRecorded),
+			status: http.StatusInternalServerError, typ: idemhttp.TypeOutcomeUnknown, title: "Outcome of the idempotent request is unknown",
+			detail: "do not send the request under a new key", secrets: []string{"po-3", "boom", "Payments.Payout"},
+		},
+		{
+			name: "outcome not recorded, replayed", err: &idem.ReplayedError{Name: "idem:outcome-not-recorded", Msg: "idem: ...", Sentinel: idem.ErrOutcomeNotRecorded},
+			status: http.StatusInternalServerError, typ: idemhttp.TypeOutcomeUnknown, title: "Outcome of the idempotent request is unknown",
+			detail: "Retrying with this Idempotency-Key returns this answer again",
+		},
+		{
+			name: "outcome not recorded, nor that failure", err: fmt.Errorf("%w (storing this failed too: %w)", idem.ErrOutcomeNotRecorded, fmt.Errorf("%w: dial: refused", idem.ErrStore)),
+			status: http.StatusServiceUnavailable, typ: idemhttp.TypeStoreUnavailable, title: "Idempotency ledger unavailable",
+			detail: "Retry later",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

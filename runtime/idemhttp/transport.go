@@ -1,8 +1,10 @@
 package idemhttp
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -32,6 +34,7 @@ const (
 //   - the answer is 409 Conflict (an attempt with the key is still in
 //     progress), after the response's Retry-After, or
 //   - the answer is a 5xx, after Retry-After when the response has one,
+//     except this package's outcome-unknown problem (the key replays it),
 //
 // and never on another status: a 4xx other than 409 is the answer. Between
 // attempts it waits a capped, jittered exponential backoff (BaseDelay,
@@ -131,7 +134,25 @@ func retryable(resp *http.Response, err error) bool {
 	if err != nil {
 		return true
 	}
-	return resp.StatusCode == http.StatusConflict || resp.StatusCode >= 500
+	return resp.StatusCode == http.StatusConflict || resp.StatusCode >= 500 && !outcomeUnknown(resp)
+}
+
+// outcomeUnknown reports whether resp is the outcome-unknown problem
+// (TypeOutcomeUnknown), which every retry of the key would get again. It
+// reads at most 4 KiB of the body and puts back what it read.
+func outcomeUnknown(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("Content-Type") != ContentTypeProblem {
+		return false
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	var p struct {
+		Type string `json:"type"`
+	}
+	return err == nil && json.Unmarshal(head, &p) == nil && p.Type == TypeOutcomeUnknown
 }
 
 // rewind returns a copy of req with a fresh body for another attempt.

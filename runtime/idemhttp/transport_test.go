@@ -2,6 +2,8 @@ package idemhttp
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -145,6 +147,32 @@ func TestTransportNeverRetriesOtherClientErrors(t *testing.T) {
 		assert.Len(t, s.attempts(), 1, "%d is the answer", status)
 		assert.Empty(t, waits)
 	}
+}
+
+// The outcome-unknown problem is not retried: the key replays it. The
+// caller gets the whole problem.
+func TestTransportDoesNotRetryAnUnknownOutcome(t *testing.T) {
+	var mu sync.Mutex
+	attempts := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		attempts++
+		mu.Unlock()
+		WriteError(w, r, fmt.Errorf("payout: %w", idem.ErrOutcomeNotRecorded))
+	}))
+	t.Cleanup(srv.Close)
+	var waits []time.Duration
+	resp := post(t, context.Background(), newTransport(&waits), srv.URL, "{}")
+	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var p Problem
+	require.NoError(t, json.Unmarshal(body, &p), "the body is whole: %s", body)
+	assert.Equal(t, TypeOutcomeUnknown, p.Type)
+	mu.Lock()
+	assert.Equal(t, 1, attempts, "sent once")
+	mu.Unlock()
+	assert.Empty(t, waits)
 }
 
 func TestTransportSendsAnUnreplayableBodyOnce(t *testing.T) {
