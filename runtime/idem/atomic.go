@@ -27,7 +27,9 @@ var errRowVanished = errors.New("idem: ledger row vanished between claim and rea
 // The key and scope come from ctx. A retry whose key is done gets the stored
 // response (or stored final error) after one round trip, and
 // WithOutcome's Outcome reports the replay. A concurrent twin blocks on the
-// ledger's primary key until the first attempt commits, then replays. A key
+// ledger's primary key until the first attempt commits, then replays; if the
+// first has not committed within the claim wait (WithClaimWait) the twin
+// gets an *InProgressError and gives its connection back. A key
 // reused with another fingerprint gets a *MismatchError. Serialization
 // failures and deadlocks retry the whole transaction with jittered backoff. If
 // the ledger cannot be reached the body does not run (errors.Is(err, ErrStore)).
@@ -76,9 +78,9 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		case replayed:
 			// The answer is already the caller's: end the read-only
 			// transaction without making the caller wait for it.
-			go func() { rollback(ctx, conn); conn.Release() }()
+			go func() { s.rollback(ctx, conn); conn.Release() }()
 		default: // error, lost claim, or a panic on its way up
-			rollback(ctx, conn)
+			s.rollback(ctx, conn)
 			conn.Release()
 		}
 	}()
@@ -87,31 +89,7 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	// alone decides whether the body runs; the read answers a key another
 	// request holds (its statement starts after the claim, so it sees a
 	// twin's commit the claim waited for).
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention())
-	b.Queue(s.q.read, s.now(), c.scope, c.method, c.key)
-	br := conn.SendBatch(ctx, b)
-	var fence int64
-	var r ledgerRow
-	claimed, found := false, false
-	_, err = br.Exec()
-	if err == nil {
-		if err = br.QueryRow().Scan(&fence); err == nil {
-			claimed = true
-		} else if errors.Is(err, pgx.ErrNoRows) {
-			err = nil
-		}
-	}
-	if err == nil {
-		r, found, err = scanRow(br.QueryRow(), c)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil && !errors.Is(err, ErrStore) {
-		err = storeErr(c.method, "claim", err)
-	}
+	fence, claimed, r, found, err := claim(ctx, s, conn, "BEGIN", m.retention(s), c)
 	if err != nil {
 		return zero, err
 	}
@@ -167,10 +145,10 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	}
 
 	// The response write and COMMIT travel in one round trip.
-	b = &pgx.Batch{}
+	b := &pgx.Batch{}
 	b.Queue(s.q.finish, c.scope, c.method, c.key, resp, errName, errMsg, fence)
 	b.Queue("COMMIT")
-	br = conn.SendBatch(ctx, b)
+	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
 	if isDivisionByZero(err) {
 		// A definite failure, not an unknown outcome: the ledger row is not
@@ -201,6 +179,87 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	return out, berr
 }
 
+// claimWaitOn and claimWaitOff bracket the atomic claim in its round trip.
+// The first bounds the claim's wait on a twin's uncommitted row with a
+// transaction-local lock_timeout ($1), after saving the value in force (OFFSET
+// 0 keeps the save before the set); the second puts that value back before
+// the body runs, so the body's own locks wait as the connection is
+// configured. A savepoint's rollback undoes both, as it undoes the claim.
+const (
+	claimWaitOn = `SELECT set_config('lock_timeout', $1, true)
+FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS saved`
+	claimWaitOff = `SELECT set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)`
+)
+
+// batchSender is what claim sends its round trip on: a pooled connection, or
+// the caller's transaction.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// claim sends begin (BEGIN, or a SAVEPOINT in the caller's transaction), the
+// claim, bounded by the store's claim wait, and the read of the key's row, in
+// one round trip. claimed reports that the insert made the row (fence is its
+// token); otherwise found and r are the row the read saw. A claim that waited
+// out the claim wait on a twin's uncommitted row is an *InProgressError.
+func claim(ctx context.Context, s *Store, conn batchSender, begin string, retention time.Duration, c call) (fence int64, claimed bool, r ledgerRow, found bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue(begin)
+	b.Queue(claimWaitOn, s.claimWaitSetting())
+	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(retention), newIntention())
+	b.Queue(claimWaitOff)
+	b.Queue(s.q.read, s.now(), c.scope, c.method, c.key)
+	br := conn.SendBatch(ctx, b)
+	if _, err = br.Exec(); err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		if err = br.QueryRow().Scan(&fence); err == nil {
+			claimed = true
+		} else if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		r, found, err = scanRow(br.QueryRow(), c)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err == nil, errors.Is(err, ErrStore):
+	case isLockTimeout(err):
+		err = s.claimWaitEnded(ctx, c)
+	default:
+		err = storeErr(c.method, "claim", err)
+	}
+	return fence, claimed, r, found, err
+}
+
+// claimWaitSetting is the claim wait as a lock_timeout value, in whole
+// milliseconds rounded up (0 would turn the bound off).
+func (s *Store) claimWaitSetting() string {
+	return fmt.Sprintf("%dms", (s.cfg.claimWait+time.Millisecond-1)/time.Millisecond)
+}
+
+// claimWaitEnded answers a claim that waited out the claim wait on a key a
+// concurrent attempt holds: in progress, retry shortly.
+func (s *Store) claimWaitEnded(ctx context.Context, c call) error {
+	s.hook(ctx, s.cfg.hooks.InProgress, c.event())
+	s.cfg.logger.InfoContext(ctx, "idempotency key held by an attempt that did not commit within the claim wait",
+		"method", c.method, "scope", c.scope, "key", c.key, "claim_wait", s.cfg.claimWait)
+	return &InProgressError{Method: c.method, Key: c.key, RetryAfter: time.Second}
+}
+
+// isLockTimeout reports a lock wait ended by lock_timeout (55P03).
+func isLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
 // isDivisionByZero reports the finish statement's refusal to store a
 // response on anything but exactly one row.
 func isDivisionByZero(err error) bool {
@@ -208,10 +267,11 @@ func isDivisionByZero(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "22012"
 }
 
-// rollback ends the connection's transaction even if ctx is done. If that
-// fails the connection is closed, so the pool never reuses it mid-transaction.
-func rollback(ctx context.Context, conn *pgxpool.Conn) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+// rollback ends the connection's transaction even if ctx is done, bounded by
+// the finalise timeout. If that fails the connection is closed, so the pool
+// never reuses it mid-transaction.
+func (s *Store) rollback(ctx context.Context, conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
 	defer cancel()
 	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
 		_ = conn.Conn().Close(ctx)
@@ -221,7 +281,8 @@ func rollback(ctx context.Context, conn *pgxpool.Conn) {
 // AtomicInTx is Atomic inside the caller's transaction tx. The claim, the
 // work and the response are written under a savepoint, so a refused claim or
 // a failed body rolls back to it and leaves tx usable; everything commits (or
-// not) with tx. A concurrent twin waits for tx to end. Serialization failures
+// not) with tx. A concurrent twin waits for tx to end, for at most the claim
+// wait (then it gets an *InProgressError). Serialization failures
 // are returned, not retried: only the caller can retry its transaction.
 func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
 	var zero R
@@ -237,45 +298,21 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	// The savepoint, the claim and the read travel in one round trip, as in
 	// Atomic.
 	const sp = "idem_claim"
-	b := &pgx.Batch{}
-	b.Queue("SAVEPOINT " + sp)
-	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention())
-	b.Queue(s.q.read, s.now(), c.scope, c.method, c.key)
-	br := tx.SendBatch(ctx, b)
-	var fence int64
-	var r ledgerRow
-	claimed, found := false, false
-	_, err = br.Exec()
-	if err == nil {
-		if err = br.QueryRow().Scan(&fence); err == nil {
-			claimed = true
-		} else if errors.Is(err, pgx.ErrNoRows) {
-			err = nil
-		}
-	}
-	if err == nil {
-		r, found, err = scanRow(br.QueryRow(), c)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	fence, claimed, r, found, err := claim(ctx, s, tx, "SAVEPOINT "+sp, m.retention(s), c)
 	released := false
 	undo := func() error {
 		if released {
 			return nil
 		}
 		released = true
-		ub := &pgx.Batch{}
-		ub.Queue("ROLLBACK TO SAVEPOINT " + sp)
-		ub.Queue("RELEASE SAVEPOINT " + sp)
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
 		defer cancel()
-		return tx.SendBatch(uctx, ub).Close()
+		// One simple-protocol string: an aborted transaction refuses to
+		// prepare anything but its own end, RELEASE included.
+		_, err := tx.Exec(uctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)
+		return err
 	}
 	defer func() { _ = undo() }() // error paths and panics
-	if err != nil && !errors.Is(err, ErrStore) {
-		err = storeErr(c.method, "claim", err)
-	}
 	if err != nil {
 		return zero, err
 	}
@@ -320,10 +357,10 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	} else if resp, out, err = stored(m, out); err != nil {
 		return zero, fmt.Errorf("idem: %s: %w", c.method, err)
 	}
-	b = &pgx.Batch{}
+	b := &pgx.Batch{}
 	b.Queue(s.q.finish, c.scope, c.method, c.key, resp, errName, errMsg, fence)
 	b.Queue("RELEASE SAVEPOINT " + sp)
-	br = tx.SendBatch(ctx, b)
+	br := tx.SendBatch(ctx, b)
 	_, err = br.Exec()
 	if isDivisionByZero(err) {
 		err = errors.New("the stored response did not match exactly one ledger row; is the ledger's primary key missing?")

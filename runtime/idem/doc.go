@@ -30,7 +30,8 @@ package idem
 // on the key for the holder to commit. An external call holds a connection
 // only for each ledger statement. Size the pool (pgxpool MaxConns) for the
 // atomic calls you run at once plus their twins, and give every call a
-// context deadline: a waiting twin is bounded by its context.
+// context deadline: a waiting twin gives its connection back after the claim
+// wait (WithClaimWait, default 5s) or its context, whichever ends first.
 //
 // Dead peers: writes made after an external body ran (the outcome, a step,
 // the release) and the undo of an AtomicInTx savepoint run detached from the

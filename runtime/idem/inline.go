@@ -188,7 +188,7 @@ func inlineAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *
 	defer conn.Release()
 	defer func() {
 		if conn.Conn().PgConn().TxStatus() != 'I' { // error, refused claim, or a panic on its way up
-			rollback(ctx, conn)
+			s.rollback(ctx, conn)
 		}
 	}()
 
@@ -331,8 +331,11 @@ func InlineInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod
 			return nil
 		}
 		// One simple-protocol string: an aborted transaction refuses to
-		// prepare anything but its own end.
-		_, err := tx.Exec(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)
+		// prepare anything but its own end. Bounded like every write made
+		// after the caller's context may have ended.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
+		defer cancel()
+		_, err := tx.Exec(uctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)
 		return err
 	}
 	released := false

@@ -172,6 +172,8 @@ func TestNewStoreRefusesUnsafeSettings(t *testing.T) {
 		"heartbeat not under lock":       {idem.WithHeartbeat(time.Minute)},
 		"negative heartbeat":             {idem.WithHeartbeat(-time.Second)},
 		"non-positive lock":              {idem.WithLockTimeout(0)},
+		"claim wait under 1ms":           {idem.WithClaimWait(time.Microsecond)},
+		"claim wait over 24h":            {idem.WithClaimWait(25 * time.Hour)},
 		"table too long for index names": {idem.WithTable("t23456789012345678901234567890123456789012345678_")},
 	} {
 		_, err := idem.NewStore(db.Pool, opts...)

@@ -60,6 +60,7 @@ type config struct {
 	heartbeat   time.Duration
 	txPooling   bool
 	finalise    time.Duration
+	claimWait   time.Duration
 }
 
 // Option configures a Store.
@@ -112,15 +113,35 @@ func WithBackoff(base time.Duration) Option { return func(c *config) { c.baseBac
 // body's context is cancelled with ErrLockLost as its cause.
 func WithHeartbeat(interval time.Duration) Option { return func(c *config) { c.heartbeat = interval } }
 
-// DefaultFinaliseTimeout bounds the ledger writes made after an external-mode
-// body ran (storing its outcome, recording a step, releasing the key) and
-// the undo of an atomic claim inside a caller's transaction: they must happen
-// even if the caller's context has ended, so they run detached from it,
-// bounded by this timeout instead.
+// DefaultFinaliseTimeout bounds the database calls that must happen even if
+// the caller's context has ended, so run detached from it: the ledger writes
+// made after an external-mode body ran (storing its outcome, recording a
+// step, releasing the key), the rollback of an atomic or inline attempt's
+// transaction, and the undo of a claim's savepoint inside a caller's
+// transaction (AtomicInTx, InlineInTx). A call can return this much later
+// than its deadline, never more; a rollback that does not finish in time
+// closes its connection, so the server ends the transaction.
 const DefaultFinaliseTimeout = 10 * time.Second
 
 // WithFinaliseTimeout replaces DefaultFinaliseTimeout. It must be positive.
 func WithFinaliseTimeout(d time.Duration) Option { return func(c *config) { c.finalise = d } }
+
+// DefaultClaimWait bounds how long an atomic claim waits on a key that a
+// concurrent attempt has claimed but not yet committed (a twin blocks on the
+// ledger's unique index until the holder's transaction ends). A twin still
+// waiting when it runs out gets an *InProgressError (the HTTP layer answers
+// 409 with Retry-After) and gives its pooled connection back: a holder that
+// is slow, stuck or cut off by the network can never tie up the pool with
+// its twins.
+const DefaultClaimWait = 5 * time.Second
+
+// WithClaimWait replaces DefaultClaimWait. It must be at least a millisecond
+// (PostgreSQL's lock_timeout, which enforces it, counts milliseconds) and at
+// most 24h. A twin whose holder commits within the wait replays its answer;
+// pick a wait above the time your atomic methods take, and under your
+// callers' deadlines. The wait applies to the claim statement only: the
+// method body runs with the connection's own lock_timeout.
+func WithClaimWait(d time.Duration) Option { return func(c *config) { c.claimWait = d } }
 
 // Store is the ledger. It is safe for concurrent use.
 type Store struct {
@@ -144,6 +165,7 @@ func NewStore(pool Pool, opts ...Option) (*Store, error) {
 		maxAttempts: DefaultMaxAttempts,
 		baseBackoff: 10 * time.Millisecond,
 		finalise:    DefaultFinaliseTimeout,
+		claimWait:   DefaultClaimWait,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -180,6 +202,8 @@ func (c config) validate() error {
 		return fmt.Errorf("backoff %s must be positive", c.baseBackoff)
 	case c.finalise <= 0:
 		return fmt.Errorf("finalise timeout %s must be positive", c.finalise)
+	case c.claimWait < time.Millisecond || c.claimWait > 24*time.Hour:
+		return fmt.Errorf("claim wait %s must be between 1ms and 24h", c.claimWait)
 	case c.heartbeat < 0 || c.heartbeat > 0 && c.heartbeat >= c.lockTimeout:
 		return fmt.Errorf("heartbeat %s must be 0 (off) or shorter than the lock timeout %s", c.heartbeat, c.lockTimeout)
 	}
