@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,11 +70,11 @@ func TestScaleSweepAndHot(t *testing.T) {
 	cfg := defaults(t)
 	cfg.experiments = []string{"scale", "sweep", "hot"}
 	cfg.scaleRows, cfg.scaleOps = []int{0, 2000}, 20
-	cfg.sweepRows, cfg.sweepConcurrency = 2000, 2
+	cfg.sweepRows, cfg.sweepConcurrency, cfg.sweepBefore = 2000, 2, 100*time.Millisecond
 	cfg.fillfactors, cfg.hotOps = []int{100, 90}, 50
 	if *long {
 		cfg.scaleRows, cfg.scaleOps = []int{0, 1_000_000, 10_000_000}, 3000
-		cfg.sweepRows, cfg.sweepConcurrency = 1_000_000, 4
+		cfg.sweepRows, cfg.sweepConcurrency, cfg.sweepBefore = 1_000_000, 4, 10*time.Second
 		cfg.fillfactors, cfg.hotOps = []int{100, 90, 80}, 20000
 	}
 	var out bytes.Buffer
@@ -122,6 +123,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-concurrency", "1,0"}, `-concurrency: "0" is not an integer of at least 1`},
 		{[]string{"-hot.fillfactors", "120"}, "120 is over 100"},
 		{[]string{"-ops", "0"}, "-ops must be at least 1"},
+		{[]string{"-sweep.cycles", "0"}, "-sweep.cycles must be at least 1"},
 		{[]string{"extra"}, "unexpected arguments"},
 	} {
 		fs := flag.NewFlagSet("bench", flag.ContinueOnError)

@@ -12,7 +12,9 @@
 //   - scale: claim and replay p50/p99 with the ledger already holding
 //     -scale.rows rows (bulk-loaded with INSERT … SELECT generate_series).
 //   - sweep: Sweep of -sweep.rows expired rows while live claims run: live
-//     p99 before and during, table and index sizes, autovacuum settings.
+//     p99 before and during, table and index sizes, autovacuum settings;
+//     -sweep.cycles loads and sweeps again to show the space is reused,
+//     -sweep.autovacuum waits for autovacuum instead of running VACUUM.
 //   - hot: whether the response write is a HOT update, for each ledger
 //     fillfactor in -hot.fillfactors, with the table's size.
 //
@@ -55,6 +57,9 @@ type config struct {
 
 	sweepRows        int
 	sweepConcurrency int
+	sweepCycles      int
+	sweepBefore      time.Duration
+	sweepAutovacuum  time.Duration
 
 	fillfactors []int
 	hotOps      int
@@ -98,6 +103,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&cfg.scaleOps, "scale.ops", 3000, "claims and replays measured at each ledger size")
 	fs.IntVar(&cfg.sweepRows, "sweep.rows", 1000000, "expired rows the sweep experiment deletes")
 	fs.IntVar(&cfg.sweepConcurrency, "sweep.concurrency", 4, "goroutines of live claims during the sweep experiment")
+	fs.IntVar(&cfg.sweepCycles, "sweep.cycles", 2, "load-and-sweep cycles of the sweep experiment")
+	fs.DurationVar(&cfg.sweepBefore, "sweep.before", 10*time.Second, "how long live claims are measured before each sweep")
+	fs.DurationVar(&cfg.sweepAutovacuum, "sweep.autovacuum", 0, "after each sweep wait up to this long for autovacuum to vacuum the ledger, instead of running VACUUM")
 	fs.StringVar(&fillfactors, "hot.fillfactors", "100,90,80", "ledger fillfactors the hot experiment compares, comma-separated")
 	fs.IntVar(&cfg.hotOps, "hot.ops", 20000, "claims per fillfactor in the hot experiment")
 	if err := fs.Parse(args); err != nil {
@@ -137,8 +145,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 			return cfg, fmt.Errorf("-hot.fillfactors: %d is over 100", f)
 		}
 	}
-	if cfg.scaleOps < 1 || cfg.hotOps < 1 || cfg.sweepConcurrency < 1 || cfg.sweepRows < 0 {
-		return cfg, errors.New("-scale.ops, -hot.ops and -sweep.concurrency must be at least 1, -sweep.rows at least 0")
+	if cfg.scaleOps < 1 || cfg.hotOps < 1 || cfg.sweepConcurrency < 1 || cfg.sweepCycles < 1 || cfg.sweepRows < 0 || cfg.sweepBefore <= 0 {
+		return cfg, errors.New("-scale.ops, -hot.ops, -sweep.concurrency and -sweep.cycles must be at least 1, -sweep.rows at least 0, -sweep.before positive")
 	}
 	return cfg, nil
 }

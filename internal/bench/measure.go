@@ -42,7 +42,8 @@ type counter struct{ n atomic.Int64 }
 func (c *counter) next() int { return int(c.n.Add(1)) }
 
 // measure runs fn from concurrency goroutines, which start together, until
-// the load is done, and returns the latency percentiles of the calls and
+// the load is done (measured by time, each goroutine makes at least one
+// call), and returns the latency percentiles of the calls and
 // their throughput. The first error stops every goroutine and is returned.
 func measure(ctx context.Context, fn op, keys *counter, concurrency int, l load) (result, error) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -57,9 +58,15 @@ func measure(ctx context.Context, fn op, keys *counter, concurrency int, l load)
 		lat       = make([][]time.Duration, concurrency)
 	)
 	remaining.Store(int64(l.ops))
-	more := func() bool {
+	// more reports whether a goroutine that has made done calls makes
+	// another. Measured by time, each makes at least one, so that a
+	// goroutine started late on a loaded machine still reports.
+	more := func(done int) bool {
 		if ctx.Err() != nil {
 			return false
+		}
+		if done == 0 && (l.until != nil || l.duration > 0) {
+			return true
 		}
 		switch {
 		case l.until != nil:
@@ -77,7 +84,7 @@ func measure(ctx context.Context, fn op, keys *counter, concurrency int, l load)
 	for g := range concurrency {
 		wg.Go(func() {
 			<-start
-			for more() {
+			for done := 0; more(done); done++ {
 				t0 := time.Now()
 				err := fn(ctx, keys.next())
 				lat[g] = append(lat[g], time.Since(t0))
