@@ -29,6 +29,11 @@
 // kernel signals it when its parent dies), and the temporary directory it
 // leaves behind is removed by the next test binary that starts a server.
 //
+// A program that is not a test, such as a benchmark command, gets a server
+// of its own from [Start] (with extra server settings from [WithSettings],
+// e.g. to preload pg_stat_statements), databases from [Server.NewDB], and
+// stops it with [Server.Stop].
+//
 // [Twins] and [Storm] release goroutines behind a barrier so that identical
 // requests really do race, and return every result in index order.
 //
