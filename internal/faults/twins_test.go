@@ -1,0 +1,22 @@
+package faults
+
+import "testing"
+
+// TestTwins256 releases 256 identical calls per key at once, atomic and
+// external.
+func TestTwins256(t *testing.T) {
+	e := newEnv(t, "256-way twins", envConfig{poolSize: 64})
+	ins := intents("twins", size(1, 4), size(1, 4))
+	e.storm(ins, 256)()
+	e.check(ins)
+}
+
+// TestThousandKeysEightTwins releases 8 identical calls for each of 1,000
+// keys at once, half atomic, half external.
+func TestThousandKeysEightTwins(t *testing.T) {
+	e := newEnv(t, "1,000 keys x 8 twins", envConfig{poolSize: 64})
+	n := size(500, 2500)
+	ins := intents("thousand", n, n)
+	e.storm(ins, 8)()
+	e.check(ins)
+}
