@@ -66,6 +66,10 @@ type intent struct {
 	req  request
 }
 
+// id names the intention: a key names a new intention after its retention
+// ends, so the key alone does not.
+func (in intent) id() string { return in.key + "\x00" + in.req.Memo }
+
 // intents makes n intentions per kind; prefix keeps scenarios' keys apart.
 func intents(prefix string, atomicN, externalN int) []intent {
 	var ins []intent
@@ -83,6 +87,7 @@ type figures struct {
 	name                  string
 	calls, ok             int64
 	intentions, effects   int
+	unknown               int // intentions whose outcome is stored as unknown
 	replays, inProgress   int64
 	errors                map[string]int64
 	maxLatency            time.Duration
@@ -99,6 +104,7 @@ type env struct {
 	db    *idemtest.DB // straight to the server: for checks
 	proxy *toxiproxy.Proxy
 	pool  *pgxpool.Pool // through the proxy (or PgBouncer)
+	cfg   envConfig
 	store *idem.Store
 	bank  *bank
 	svc   *service
@@ -108,7 +114,8 @@ type env struct {
 
 	mu        sync.Mutex
 	fig       figures
-	responses map[string][]any // successful answers per key
+	responses map[string][]any // successful answers per intention (intent.id)
+	unknown   map[string]int   // ErrOutcomeNotRecorded answers per intention (intent.id)
 	firstErrs map[string]error // the first error of each kind, for messages
 	inflight  map[int64]bool   // calls running now, by id
 	nextID    int64
@@ -136,6 +143,7 @@ func newEnv(t *testing.T, name string, cfg envConfig) *env {
 		t: t, name: name, db: db, bank: newBank(),
 		fig:       figures{name: name, errors: map[string]int64{}},
 		responses: map[string][]any{},
+		unknown:   map[string]int{},
 		firstErrs: map[string]error{},
 		inflight:  map[int64]bool{},
 		// Everything running now (the test framework, idemtest's pools) is
@@ -168,6 +176,16 @@ func (e *env) connect(cfg envConfig) {
 	}
 	e.pool, err = pgxpool.NewWithConfig(context.Background(), pcfg)
 	require.NoError(t, err)
+	e.cfg = cfg
+	e.store = e.storeWith()
+	e.svc = newService(e.store, e.bank)
+}
+
+// storeWith returns a store over the scenario's pool, with its settings and
+// hooks, and extra options after them.
+func (e *env) storeWith(extra ...idem.Option) *idem.Store {
+	t, cfg := e.t, e.cfg
+	t.Helper()
 	opts := append([]idem.Option{
 		idem.WithLockTimeout(lockTimeout),
 		idem.WithRetention(time.Hour),
@@ -183,9 +201,9 @@ func (e *env) connect(cfg envConfig) {
 			},
 		}),
 	}, cfg.storeOpts...)
-	e.store, err = idem.NewStore(e.pool, opts...)
+	s, err := idem.NewStore(e.pool, append(opts, extra...)...)
 	require.NoError(t, err)
-	e.svc = newService(e.store, e.bank)
+	return s
 }
 
 func cmp(v, def int32) int32 {
@@ -290,7 +308,7 @@ func (e *env) recordCall(id int64, in intent, out outcome, took time.Duration) {
 		if out.replayed {
 			e.fig.replays++
 		}
-		e.responses[in.key] = append(e.responses[in.key], out.resp)
+		e.responses[in.id()] = append(e.responses[in.id()], out.resp)
 		return
 	}
 	e.errorsSeen.Add(1)
@@ -301,6 +319,9 @@ func (e *env) recordCall(id int64, in intent, out outcome, took time.Duration) {
 	}
 	if k == "hung" {
 		e.fig.hung++
+	}
+	if k == "unknown" {
+		e.unknown[in.id()]++
 	}
 	if _, ok := e.firstErrs[k]; !ok {
 		e.firstErrs[k] = fmt.Errorf("key %s: %w", in.key, out.err)
@@ -348,6 +369,11 @@ func errKind(err error) string {
 		return "mismatch"
 	case errors.Is(err, idem.ErrLockLost):
 		return "lock_lost"
+	case errors.Is(err, idem.ErrOutcomeNotRecorded) && !errors.Is(err, idem.ErrStore):
+		// The call ran and its outcome is stored as unknown: every retry
+		// replays this answer. (When storing that failed too, the key
+		// stays locked until its lock expires, then settles: "store".)
+		return "unknown"
 	case errors.Is(err, idem.ErrStore):
 		return "store"
 	case errors.Is(err, context.DeadlineExceeded):
@@ -358,8 +384,8 @@ func errKind(err error) string {
 }
 
 // retryUntilDone calls in until it succeeds, as a client with one key per
-// intention does. It stops on answers a retry cannot change (hung, mismatch)
-// and after settleBound.
+// intention does. It stops on answers a retry cannot change (hung, mismatch,
+// an outcome stored as unknown) and after settleBound.
 func (e *env) retryUntilDone(in intent, wait bool) {
 	giveUp := time.Now().Add(settleBound)
 	backoff := 5 * time.Millisecond
@@ -369,7 +395,7 @@ func (e *env) retryUntilDone(in intent, wait bool) {
 			return
 		}
 		switch errKind(out.err) {
-		case "hung", "mismatch":
+		case "hung", "mismatch", "unknown":
 			return
 		}
 		if time.Now().After(giveUp) {
@@ -478,9 +504,11 @@ func (e *env) removeToxic(name string) {
 }
 
 // check asserts the promise for ins and records the figures: every intention
-// completed, exactly one effect per intention and no other effect, every
-// success backed by its effect, equal answers per key, no call hung, and no
-// goroutine left behind.
+// settled (it succeeded, or its outcome is stored as unknown and replayed),
+// exactly one effect per intention that succeeded, at most one per intention
+// whose outcome is unknown, and no other effect; every success backed by its
+// effect, equal answers per intention, no call hung, and no goroutine left
+// behind.
 func (e *env) check(ins []intent) {
 	e.t.Helper()
 	e.checkEffects(ins, true)
@@ -488,64 +516,66 @@ func (e *env) check(ins []intent) {
 }
 
 // checkEffects asserts everything about effects and answers; complete also
-// requires every intention to have succeeded.
+// requires every intention to have settled.
 func (e *env) checkEffects(ins []intent, complete bool) {
 	t := e.t
 	t.Helper()
 	ctx := context.Background()
 
+	// Effects are traced to their intention by memo, which is unique per
+	// intention (a key reused after its retention names a new one).
 	rows, err := e.db.Pool.Query(ctx, `SELECT id, scope, key, memo, amount FROM payments`)
 	require.NoError(t, err)
 	payments := map[int64]receipt{}
-	perKey := map[string]int{}
+	paidMemo := map[string]int{}
 	for rows.Next() {
 		var r receipt
 		var sc string
 		require.NoError(t, rows.Scan(&r.ID, &sc, &r.Key, &r.Memo, &r.Amount))
 		payments[r.ID] = r
-		perKey[sc+"/"+r.Key]++
+		paidMemo[r.Memo]++
 	}
 	require.NoError(t, rows.Err())
-	transfers, bankCalls := e.bank.snapshot()
+	transfers, _ := e.bank.snapshot()
 	byID := map[string]transfer{}
-	perMemo := map[string]int{}
+	movedMemo := map[string]int{}
 	for _, tr := range transfers {
 		byID[tr.ID] = tr
-		perMemo[tr.Memo]++
+		movedMemo[tr.Memo]++
 	}
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	nAtomic, nExternal := 0, 0
+	memos := map[string]bool{}
+	unknown := 0
 	for _, in := range ins {
-		resps := e.responses[in.key]
-		if complete {
-			assert.NotEmpty(t, resps, "%s: intention %s never completed (first errors: %v)", e.name, in.key, e.firstErrs)
+		memos[in.req.Memo] = true
+		resps, unk := e.responses[in.id()], e.unknown[in.id()]
+		if unk > 0 {
+			unknown++
+			assert.Empty(t, resps, "%s: %s answered both success and outcome unknown", e.name, in.key)
 		}
-		switch in.kind {
-		case atomicCall:
-			nAtomic++
-			n := perKey[scope+"/"+in.key]
-			if complete {
-				assert.Equal(t, 1, n, "%s: %s has %d payments", e.name, in.key, n)
-			} else {
-				assert.LessOrEqual(t, n, 1, "%s: %s has %d payments", e.name, in.key, n)
-			}
-			for _, r := range resps {
+		settled := len(resps) > 0 || unk > 0
+		if complete {
+			assert.True(t, settled, "%s: intention %s never settled (first errors: %v)", e.name, in.key, e.firstErrs)
+		}
+		n := paidMemo[in.req.Memo]
+		if in.kind == externalCall {
+			n = movedMemo[in.req.Memo]
+		}
+		if complete && len(resps) > 0 {
+			assert.Equal(t, 1, n, "%s: %s (%s) has %d effects", e.name, in.key, in.req.Memo, n)
+		} else {
+			assert.LessOrEqual(t, n, 1, "%s: %s (%s) has %d effects", e.name, in.key, in.req.Memo, n)
+		}
+		for _, r := range resps {
+			switch in.kind {
+			case atomicCall:
 				got := r.(receipt)
 				want := receipt{ID: got.ID, Key: in.key, Memo: in.req.Memo, Amount: in.req.Amount}
 				assert.Equal(t, want, got, "%s: %s answered with another request's receipt", e.name, in.key)
 				assert.Equal(t, want, payments[got.ID], "%s: %s answered success with payment %d, which is not in the table", e.name, in.key, got.ID)
-			}
-		case externalCall:
-			nExternal++
-			n := perMemo[in.req.Memo]
-			if complete {
-				assert.Equal(t, 1, n, "%s: %s moved money %d times", e.name, in.key, n)
-			} else {
-				assert.LessOrEqual(t, n, 1, "%s: %s moved money %d times", e.name, in.key, n)
-			}
-			for _, r := range resps {
+			case externalCall:
 				got := r.(payout)
 				tr, ok := byID[got.TransferID]
 				assert.True(t, ok, "%s: %s answered success with transfer %s, which the bank never made", e.name, in.key, got.TransferID)
@@ -560,17 +590,19 @@ func (e *env) checkEffects(ins []intent, complete bool) {
 			}
 		}
 	}
-	if complete {
-		assert.Len(t, payments, nAtomic, "%s: payments beyond the intentions", e.name)
-		assert.Len(t, transfers, nExternal, "%s: transfers beyond the intentions", e.name)
+	for _, p := range payments {
+		assert.True(t, memos[p.Memo], "%s: payment %d (%s) belongs to no intention", e.name, p.ID, p.Memo)
+	}
+	for _, tr := range transfers {
+		assert.True(t, memos[tr.Memo], "%s: transfer %s (%s) belongs to no intention", e.name, tr.ID, tr.Memo)
 	}
 	assert.Zero(t, e.fig.hung, "%s: calls did not return: %v", e.name, e.firstErrs["hung"])
 	assert.Zero(t, e.fig.gaveUp, "%s: callers gave up after %s: %v", e.name, settleBound, e.firstErrs)
 	assert.Zero(t, e.fig.errors["mismatch"], "%s: %v", e.name, e.firstErrs["mismatch"])
 	e.fig.intentions = len(ins)
 	e.fig.effects = len(payments) + len(transfers)
+	e.fig.unknown = unknown
 	e.fig.bodyRan = e.executed.Load()
-	_ = bankCalls
 }
 
 // finish closes the scenario's pool and proxy, checks that no goroutine was
@@ -594,8 +626,8 @@ func (e *env) finish() {
 	e.mu.Lock()
 	f := e.fig
 	e.mu.Unlock()
-	t.Logf("figures: %s: calls=%d ok=%d intentions=%d effects=%d bodies=%d replays=%d in_progress=%d errors={%s} max_latency=%s",
-		f.name, f.calls, f.ok, f.intentions, f.effects, f.bodyRan, f.replays, f.inProgress, f.errorsText(), f.maxLatency.Round(time.Millisecond))
+	t.Logf("figures: %s: calls=%d ok=%d intentions=%d effects=%d outcome_unknown=%d bodies=%d replays=%d in_progress=%d errors={%s} max_latency=%s",
+		f.name, f.calls, f.ok, f.intentions, f.effects, f.unknown, f.bodyRan, f.replays, f.inProgress, f.errorsText(), f.maxLatency.Round(time.Millisecond))
 	if e.lateStack != "" {
 		t.Logf("%d calls ran past their deadline; the first waited here:\n%s", f.late, e.lateStack)
 	}

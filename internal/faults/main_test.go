@@ -87,11 +87,11 @@ func printTable() {
 	suite.mu.Lock()
 	defer suite.mu.Unlock()
 	var b strings.Builder
-	b.WriteString("| scenario | calls | intentions | effects | replays | in progress | errors by kind | max latency |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
+	b.WriteString("| scenario | calls | intentions | effects | outcome unknown | replays | in progress | errors by kind | max latency |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
 	for _, f := range suite.figures {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s |\n",
-			f.name, f.calls, f.intentions, f.effects, f.replays, f.inProgress, f.errorsText(), f.maxLatency.Round(time.Millisecond))
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %s | %s |\n",
+			f.name, f.calls, f.intentions, f.effects, f.unknown, f.replays, f.inProgress, f.errorsText(), f.maxLatency.Round(time.Millisecond))
 	}
 	fmt.Println()
 	fmt.Print(b.String())

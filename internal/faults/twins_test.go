@@ -1,6 +1,9 @@
 package faults
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestTwins256 releases 256 identical calls per key at once, atomic and
 // external.
@@ -12,10 +15,11 @@ func TestTwins256(t *testing.T) {
 }
 
 // TestThousandKeysEightTwins releases 8 identical calls for each of 1,000
-// keys at once, half atomic, half external.
+// keys at once (200 in the short mode), half atomic, half external, on a
+// 64-connection pool.
 func TestThousandKeysEightTwins(t *testing.T) {
-	e := newEnv(t, "1,000 keys x 8 twins", envConfig{poolSize: 64})
-	n := size(500, 2500)
+	n := size(100, 500)
+	e := newEnv(t, fmt.Sprintf("%d keys x 8 twins", 2*n), envConfig{poolSize: 64})
 	ins := intents("thousand", n, n)
 	e.storm(ins, 8)()
 	e.check(ins)

@@ -197,9 +197,11 @@ func TestCallerKilled(t *testing.T) {
 		e.fig.calls++
 		e.fig.ok++
 		if l.Receipt != nil {
-			e.responses[l.Key] = append(e.responses[l.Key], *l.Receipt)
+			id := intent{key: l.Key, req: request{Memo: l.Receipt.Memo}}.id()
+			e.responses[id] = append(e.responses[id], *l.Receipt)
 		} else if l.Payout != nil {
-			e.responses[l.Key] = append(e.responses[l.Key], *l.Payout)
+			id := intent{key: l.Key, req: request{Memo: l.Payout.Memo}}.id()
+			e.responses[id] = append(e.responses[id], *l.Payout)
 		}
 	}
 	e.mu.Unlock()
