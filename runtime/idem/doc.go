@@ -21,23 +21,8 @@
 // monotonic reading and in the offset it was written with). A response that
 // cannot be stored faithfully (NaN, infinity, invalid UTF-8) is an error
 // before anything commits in atomic mode.
+//
+// How to size the pool, what to set so that dead peers are noticed, and what
+// the runtime guarantees under faults (with the fault suite's figures) are in
+// the README's "Guarantees and limits".
 package idem
-
-// # Operating limits
-//
-// Pool sizing: an atomic call holds one pooled connection from its claim to
-// its COMMIT, body included; a concurrent twin of it holds one while it waits
-// on the key for the holder to commit. An external call holds a connection
-// only for each ledger statement. Size the pool (pgxpool MaxConns) for the
-// atomic calls you run at once plus their twins, and give every call a
-// context deadline: a waiting twin gives its connection back after the claim
-// wait (WithClaimWait, default 5s) or its context, whichever ends first.
-//
-// Dead peers: writes made after an external body ran (the outcome, a step,
-// the release) and the undo of an AtomicInTx savepoint run detached from the
-// caller's context, bounded by WithFinaliseTimeout. So that a client that
-// vanished mid-transaction does not hold its key until TCP gives up (hours by
-// default), set idle_in_transaction_session_timeout and tcp_keepalives_idle,
-// tcp_keepalives_interval and tcp_keepalives_count on the server (or per role)
-// and keep pgx's dialer keep-alive on: the server then ends the transaction
-// and the key is free again.
