@@ -130,9 +130,9 @@ func (env *idemgenEnv) wantRows(t *testing.T, method string, want int) {
 
 // idemgenCtx returns the test's context carrying an idempotency key and, if not empty, a scope.
 func idemgenCtx(t *testing.T, key, scope string) context.Context {
-	ctx := idem.WithKey(t.Context(), key)
+	ctx := idem.ContextWithKey(t.Context(), key)
 	if scope != "" {
-		ctx = idem.WithScope(ctx, scope)
+		ctx = idem.ContextWithScope(ctx, scope)
 	}
 	return ctx
 }
@@ -581,7 +581,7 @@ func TestIdempotentPaymentsDeposit(t *testing.T) {
 		_, err = idem.Inline(idemgenCtx(t, "forgetful", ""), store, idemPaymentsDeposit, fingerprintPaymentsDeposit(req), svc.DepositByKey, func(ctx context.Context, tx pgx.Tx) (DepositReceipt, error) {
 			k, _ := idem.InlineKeyFrom(ctx)
 			k.Key += "-elsewhere"
-			return svc.Deposit(idem.WithInlineKey(ctx, k), tx, req)
+			return svc.Deposit(idem.ContextWithInlineKey(ctx, k), tx, req)
 		})
 		if !errors.Is(err, idem.ErrKeyNotWritten) {
 			t.Errorf("a body that forgets its key: got error %v, want idem.ErrKeyNotWritten", err)
@@ -638,10 +638,10 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		return env, svc, NewIdempotentPayments(svc, env.store)
 	}
 	t.Run("twins", func(t *testing.T) {
-		// Two identical requests released at once, the first held in its claim until the second is told to wait (idem.WithWait): one execution, one ledger row, equal responses.
+		// Two identical requests released at once, the first held in its claim until the second is told to wait (idem.ContextWithWait): one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
 		req := samplePaymentsPayoutArgs(t)
-		ctx := idem.WithWait(idemgenCtx(t, "twins", ""))
+		ctx := idem.ContextWithWait(idemgenCtx(t, "twins", ""))
 		env.warmUp(t, 2)
 		meeting := env.meet(2)
 		rs := idemtest.Twins(t, func(i int) idemgenResult[PayoutReceipt] {
@@ -658,7 +658,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		// 32 identical requests released at once, the first held in its claim until the others met it: one execution, one ledger row, equal responses.
 		env, _, w := setup(t)
 		req := samplePaymentsPayoutArgs(t)
-		ctx := idem.WithWait(idemgenCtx(t, "storm", ""))
+		ctx := idem.ContextWithWait(idemgenCtx(t, "storm", ""))
 		env.warmUp(t, 32)
 		meeting := env.meet(32)
 		rs := idemtest.Storm(t, 32, func(i int) idemgenResult[PayoutReceipt] {

@@ -331,7 +331,7 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		ok = false
 	}
 	if params.Len() == 0 || !isNamed(params.At(0).Type(), "context", "Context") {
-		b.e.add(namePos, "%s must take a context.Context as its first parameter: the idempotency key and scope travel in it (idem.WithKey, idem.WithScope)", m.Key)
+		b.e.add(namePos, "%s must take a context.Context as its first parameter: the idempotency key and scope travel in it (idem.ContextWithKey, idem.ContextWithScope)", m.Key)
 		return nil
 	}
 	first := 1

@@ -265,7 +265,7 @@ func (e *emitter) wrapperType(r *Receiver) jen.Code {
 	}
 	return comment(
 		fmt.Sprintf("%s wraps *%s: each of its methods (%s) runs at most once per idempotency key", r.Wrapper, r.Name, strings.Join(names, ", ")),
-		"(idem.WithKey) within its scope (idem.WithScope), and retries replay the stored response.",
+		"(idem.ContextWithKey) within its scope (idem.ContextWithScope), and retries replay the stored response.",
 	).Line().Type().Id(r.Wrapper).Struct(
 		jen.Id("inner").Op("*").Id(r.Name),
 		jen.Id("store").Op("*").Qual(idemPath, "Store"),
@@ -372,8 +372,8 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 			"the work and the stored response commit with tx, and a refused claim (replay, mismatch) leaves tx usable.",
 		}
 	} else {
-		doc = []string{fmt.Sprintf("%s calls %s at most once per idempotency key (idem.WithKey) within its scope", name, m.Key),
-			"(idem.WithScope); a retry with the same key and request replays the stored response, and the same key with",
+		doc = []string{fmt.Sprintf("%s calls %s at most once per idempotency key (idem.ContextWithKey) within its scope", name, m.Key),
+			"(idem.ContextWithScope); a retry with the same key and request replays the stored response, and the same key with",
 			"another request fails with idem.ErrMismatch."}
 	}
 	doc = append(doc, modeText(m), retentionText(m), finalText(m), fingerprintText(m))

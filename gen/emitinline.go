@@ -76,8 +76,8 @@ func (e *emitter) inlineWrapper(r *Receiver, m *Method, inTx bool) jen.Code {
 			"tx, and a refused claim (replay, mismatch) rolls back to the savepoint and leaves tx usable.",
 		}
 	} else {
-		doc = []string{fmt.Sprintf("%s calls %s at most once per idempotency key (idem.WithKey) within its scope", name, m.Key),
-			fmt.Sprintf("(idem.WithScope); a retry with the same key and request replays the row (%s), and the same key", m.Inline.Lookup),
+		doc = []string{fmt.Sprintf("%s calls %s at most once per idempotency key (idem.ContextWithKey) within its scope", name, m.Key),
+			fmt.Sprintf("(idem.ContextWithScope); a retry with the same key and request replays the row (%s), and the same key", m.Inline.Lookup),
 			fmt.Sprintf("with another request fails with idem.ErrMismatch. %s must write its key: if it returns without", m.Name),
 			"having done so, everything rolls back and the call fails with idem.ErrKeyNotWritten."}
 	}

@@ -144,8 +144,8 @@ func (e *emitter) testHelpers() jen.Code {
 
 		comment(tCtx+" returns the test's context carrying an idempotency key and, if not empty, a scope.").Line(),
 		jen.Func().Id(tCtx).Params(t.Clone(), jen.List(jen.Id("key"), jen.Id("scope")).String()).Qual("context", "Context").Block(
-			jen.Id("ctx").Op(":=").Qual(idemPath, "WithKey").Call(jen.Id("t").Dot("Context").Call(), jen.Id("key")),
-			jen.If(jen.Id("scope").Op("!=").Lit("")).Block(jen.Id("ctx").Op("=").Qual(idemPath, "WithScope").Call(jen.Id("ctx"), jen.Id("scope"))),
+			jen.Id("ctx").Op(":=").Qual(idemPath, "ContextWithKey").Call(jen.Id("t").Dot("Context").Call(), jen.Id("key")),
+			jen.If(jen.Id("scope").Op("!=").Lit("")).Block(jen.Id("ctx").Op("=").Qual(idemPath, "ContextWithScope").Call(jen.Id("ctx"), jen.Id("scope"))),
 			jen.Return(jen.Id("ctx")),
 		).Line().Line(),
 
@@ -258,7 +258,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 	}
 	waitCtx := func(key string) *jen.Statement {
 		if m.Mode == ModeExternal { // a twin waits for the attempt in progress instead of failing
-			return jen.Qual(idemPath, "WithWait").Call(ctxOf(key, ""))
+			return jen.Qual(idemPath, "ContextWithWait").Call(ctxOf(key, ""))
 		}
 		return ctxOf(key, "")
 	}
@@ -278,7 +278,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 
 	twinsDoc := "Two identical requests released at once, the first held in its claim until the second blocks on the key:"
 	if m.Mode == ModeExternal {
-		twinsDoc = "Two identical requests released at once, the first held in its claim until the second is told to wait (idem.WithWait):"
+		twinsDoc = "Two identical requests released at once, the first held in its claim until the second is told to wait (idem.ContextWithWait):"
 	}
 	twinsDoc += " one execution, one ledger row, equal responses."
 	subs = append(subs, sub("twins", twinsDoc,

@@ -169,7 +169,7 @@ func (e *emitter) inlineTest(r *Receiver, m *Method) jen.Code {
 			jen.Id("t").Dot("Errorf").Call(jen.Lit(in.Table+" holds %d rows after the sweep, want %d: the sweep deletes no row"), jen.Id("got"), jen.Id("before").Op("+").Lit(2))),
 	))
 	inner := jen.Id("svc").Dot(m.Name).Call(append([]jen.Code{
-		jen.Qual(idemPath, "WithInlineKey").Call(jen.Id("ctx"), jen.Id("k")), jen.Id("tx")}, argIDs()...)...)
+		jen.Qual(idemPath, "ContextWithInlineKey").Call(jen.Id("ctx"), jen.Id("k")), jen.Id("tx")}, argIDs()...)...)
 	body = append(body, sub("body that forgets the key", fmt.Sprintf("A body that writes no row under its own key (here %s given another key) is refused with idem.ErrKeyNotWritten, and its row rolls back.", m.Name),
 		jen.List(jen.Id("env"), jen.Id("svc"), jen.Id("_")).Op(":=").Id("setup").Call(jen.Id("t")), sample(),
 		jen.Id("before").Op(":=").Id("total").Call(jen.Id("t"), jen.Id("env")),

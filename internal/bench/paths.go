@@ -160,7 +160,7 @@ func prepareClaimed(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 	}
 	m, fp := chargeMethod(), fingerprint()
 	return func(ctx context.Context, i int) error {
-		_, err := idem.Atomic(idem.WithKey(ctx, key(i)), s, m, fp, charge)
+		_, err := idem.Atomic(idem.ContextWithKey(ctx, key(i)), s, m, fp, charge)
 		return err
 	}, nil
 }
@@ -177,12 +177,12 @@ func prepareReplay(ctx context.Context, db *idemtest.DB, keys int) (op, error) {
 	m, fp := chargeMethod(), fingerprint()
 	n := max(1, min(keys, replayKeys))
 	for i := range n {
-		if _, err := idem.Atomic(idem.WithKey(ctx, replayKey(i)), s, m, fp, charge); err != nil {
+		if _, err := idem.Atomic(idem.ContextWithKey(ctx, replayKey(i)), s, m, fp, charge); err != nil {
 			return nil, fmt.Errorf("claim the keys to replay: %w", err)
 		}
 	}
 	return func(ctx context.Context, i int) error {
-		ctx, out := idem.WithOutcome(idem.WithKey(ctx, replayKey(i%n)))
+		ctx, out := idem.ContextWithOutcome(idem.ContextWithKey(ctx, replayKey(i%n)))
 		if _, err := idem.Atomic(ctx, s, m, fp, charge); err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func prepareExternal(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 	}
 	m, fp := chargeMethod(), fingerprint()
 	return func(ctx context.Context, i int) error {
-		_, err := idem.External(idem.WithKey(ctx, key(i)), s, m, fp, func(ctx context.Context) (Receipt, error) {
+		_, err := idem.External(idem.ContextWithKey(ctx, key(i)), s, m, fp, func(ctx context.Context) (Receipt, error) {
 			var r Receipt
 			err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) (err error) {
 				r, err = charge(ctx, tx)
@@ -255,7 +255,7 @@ func prepareInline(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 	m := &idem.InlineMethod[Receipt]{Name: "Payments.Deposit", Table: inlineTable, Retention: retention}
 	fp := fingerprint()
 	return func(ctx context.Context, i int) error {
-		_, err := idem.Inline(idem.WithKey(ctx, key(i)), s, m, fp, inlineLookup, inlineCharge)
+		_, err := idem.Inline(idem.ContextWithKey(ctx, key(i)), s, m, fp, inlineLookup, inlineCharge)
 		return err
 	}, nil
 }

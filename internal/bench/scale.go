@@ -174,7 +174,7 @@ func (b *bench) scaleOne(ctx context.Context, rows int) (_ []result, err error) 
 	}
 	m, fp := chargeMethod(), fingerprint()
 	claim := func(ctx context.Context, i int) error {
-		_, err := idem.Atomic(idem.WithKey(ctx, freshKey(i)), s, m, fp, charge)
+		_, err := idem.Atomic(idem.ContextWithKey(ctx, freshKey(i)), s, m, fp, charge)
 		return err
 	}
 	// Replays: random loaded rows; on an empty ledger, keys claimed now.
@@ -182,7 +182,7 @@ func (b *bench) scaleOne(ctx context.Context, rows int) (_ []result, err error) 
 	if rows == 0 {
 		replayable, keyOf = min(b.cfg.scaleOps, replayKeys), replayKey
 		for i := range replayable {
-			if _, err := idem.Atomic(idem.WithKey(ctx, replayKey(i)), s, m, fp, charge); err != nil {
+			if _, err := idem.Atomic(idem.ContextWithKey(ctx, replayKey(i)), s, m, fp, charge); err != nil {
 				return nil, err
 			}
 		}
@@ -190,7 +190,7 @@ func (b *bench) scaleOne(ctx context.Context, rows int) (_ []result, err error) 
 		keyOf = func(i int) string { return loadedKey(i + 1) }
 	}
 	replay := func(ctx context.Context, _ int) error {
-		ctx, out := idem.WithOutcome(idem.WithKey(ctx, keyOf(rand.IntN(replayable))))
+		ctx, out := idem.ContextWithOutcome(idem.ContextWithKey(ctx, keyOf(rand.IntN(replayable))))
 		if _, err := idem.Atomic(ctx, s, m, fp, charge); err != nil {
 			return err
 		}
@@ -243,7 +243,7 @@ func (b *bench) sweep(ctx context.Context) (err error) {
 	m, fp := chargeMethod(), fingerprint()
 	var keys counter
 	claim := func(ctx context.Context, i int) error {
-		_, err := idem.Atomic(idem.WithKey(ctx, freshKey(i)), s, m, fp, charge)
+		_, err := idem.Atomic(idem.ContextWithKey(ctx, freshKey(i)), s, m, fp, charge)
 		return err
 	}
 	type stage struct {

@@ -222,7 +222,7 @@ type outcome struct {
 }
 
 // call makes one call of in with its own deadline and records it. wait asks
-// an external call to wait for an attempt in progress (idem.WithWait).
+// an external call to wait for an attempt in progress (idem.ContextWithWait).
 func (e *env) call(in intent, wait bool) outcome {
 	return e.callWith(e.svc, in, wait)
 }
@@ -230,11 +230,11 @@ func (e *env) call(in intent, wait bool) outcome {
 func (e *env) callWith(svc *service, in intent, wait bool) outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
 	defer cancel()
-	ctx = idem.WithScope(idem.WithKey(ctx, in.key), scope)
+	ctx = idem.ContextWithScope(idem.ContextWithKey(ctx, in.key), scope)
 	if wait {
-		ctx = idem.WithWait(ctx)
+		ctx = idem.ContextWithWait(ctx)
 	}
-	ctx, o := idem.WithOutcome(ctx)
+	ctx, o := idem.ContextWithOutcome(ctx)
 	returned := make(chan struct{})
 	ctx = context.WithValue(ctx, returnedKey{}, (<-chan struct{})(returned))
 

@@ -41,7 +41,7 @@ func TestSweepRacesLiveClaims(t *testing.T) {
 	// its lock (which ran out long ago on the store's clock).
 	abandoned := intents("sweep-abandoned", 0, size(10, 100))
 	for _, in := range abandoned {
-		cctx, cancel := context.WithCancel(idem.WithScope(idem.WithKey(ctx, in.key), scope))
+		cctx, cancel := context.WithCancel(idem.ContextWithScope(idem.ContextWithKey(ctx, in.key), scope))
 		e.bank.before = func(context.Context, string) error { cancel(); return context.Canceled }
 		_, err := pastSvc.Payout(cctx, in.req)
 		require.ErrorIs(t, err, context.Canceled, "%s", in.key)

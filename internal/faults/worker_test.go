@@ -68,7 +68,7 @@ func workerMain() int {
 				backoff := 5 * time.Millisecond
 				for giveUp := time.Now().Add(settleBound); time.Now().Before(giveUp); {
 					cctx, cancel := context.WithTimeout(ctx, callDeadline)
-					cctx = idem.WithWait(idem.WithScope(idem.WithKey(cctx, in.key), scope))
+					cctx = idem.ContextWithWait(idem.ContextWithScope(idem.ContextWithKey(cctx, in.key), scope))
 					line := workerLine{Key: in.key}
 					var err error
 					if in.kind == atomicCall {

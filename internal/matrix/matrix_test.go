@@ -284,7 +284,7 @@ func replays[R any](t *testing.T, svc *Svc, name string, call func(ctx context.C
 		n++
 		v := Draw[R](rt)
 		svc.Out.Store(name, v)
-		ctx := idem.WithKey(context.Background(), fmt.Sprintf("%s-%d", t.Name(), n))
+		ctx := idem.ContextWithKey(context.Background(), fmt.Sprintf("%s-%d", t.Name(), n))
 		first, err := call(ctx)
 		if err != nil {
 			rt.Fatalf("first call: %v", err)

@@ -26,7 +26,7 @@ var errRowVanished = errors.New("idem: ledger row vanished between claim and rea
 //
 // The key and scope come from ctx. A retry whose key is done gets the stored
 // response (or stored final error) after one round trip, and
-// WithOutcome's Outcome reports the replay. A concurrent twin blocks on the
+// ContextWithOutcome's Outcome reports the replay. A concurrent twin blocks on the
 // ledger's primary key until the first attempt commits, then replays; if the
 // first has not committed within the claim wait (WithClaimWait) the twin
 // gets an *InProgressError and gives its connection back. A key

@@ -26,7 +26,7 @@ type holder struct {
 func (e *env) hold(ctx context.Context, req string, amount int64) *holder {
 	h := &holder{inBody: make(chan struct{}), release: make(chan struct{}), done: make(chan result, 1)}
 	go func() {
-		ctx, o := idem.WithOutcome(ctx)
+		ctx, o := idem.ContextWithOutcome(ctx)
 		r, err := idem.Atomic(ctx, e.store, e.m, fp(req), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
 			close(h.inBody)
 			<-h.release
@@ -83,7 +83,7 @@ func TestClaimWaitEndsInProgressInTx(t *testing.T) {
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	_, err = tx.Exec(ctx, `INSERT INTO payments (amount) VALUES (7)`)
 	require.NoError(t, err)
-	_, err = idem.AtomicInTx(idem.WithKey(ctx, "held-tx"), e.store, tx, e.m, fp("100"), charge(100))
+	_, err = idem.AtomicInTx(idem.ContextWithKey(ctx, "held-tx"), e.store, tx, e.m, fp("100"), charge(100))
 	var ip *idem.InProgressError
 	require.ErrorAs(t, err, &ip)
 	_, err = tx.Exec(ctx, `INSERT INTO payments (amount) VALUES (8)`)

@@ -105,7 +105,7 @@ func TestUnknownCommitOutcomeSettledByTheLedger(t *testing.T) {
 	require.NoError(t, err)
 
 	armed.Store(true)
-	ctx, o := idem.WithOutcome(keyed("unknown"))
+	ctx, o := idem.ContextWithOutcome(keyed("unknown"))
 	r, err := idem.Atomic(ctx, s, chargeMethod(), fp("100"), charge(100))
 	require.NoError(t, err, "the next attempt read the ledger row instead of guessing")
 	assert.False(t, armed.Load(), "the commit's answer was lost")

@@ -14,9 +14,9 @@ const (
 	stepsCtx
 )
 
-// WithKey returns a context carrying the idempotency key for the next call.
+// ContextWithKey returns a context carrying the idempotency key for the next call.
 // The key is validated when the call is made, not here.
-func WithKey(ctx context.Context, key string) context.Context {
+func ContextWithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx, key)
 }
 
@@ -26,9 +26,9 @@ func KeyFrom(ctx context.Context) (string, bool) {
 	return k, ok
 }
 
-// WithScope returns a context carrying the scope (tenant, account, API client)
+// ContextWithScope returns a context carrying the scope (tenant, account, API client)
 // the key belongs to. The same key in two scopes names two different requests.
-func WithScope(ctx context.Context, scope string) context.Context {
+func ContextWithScope(ctx context.Context, scope string) context.Context {
 	return context.WithValue(ctx, scopeCtx, scope)
 }
 
@@ -40,7 +40,7 @@ func ScopeFrom(ctx context.Context) string {
 
 // Outcome records what an idempotent call did. Callers that need to know (the
 // HTTP middleware sets the Idempotent-Replayed header from it) attach one with
-// WithOutcome before the call. It is safe for concurrent use.
+// ContextWithOutcome before the call. It is safe for concurrent use.
 type Outcome struct {
 	replayed atomic.Bool
 }
@@ -49,9 +49,9 @@ type Outcome struct {
 // stored response instead of running the method.
 func (o *Outcome) Replayed() bool { return o.replayed.Load() }
 
-// WithOutcome returns a context that records the outcome of idempotent calls
+// ContextWithOutcome returns a context that records the outcome of idempotent calls
 // made with it into the returned *Outcome.
-func WithOutcome(ctx context.Context) (context.Context, *Outcome) {
+func ContextWithOutcome(ctx context.Context) (context.Context, *Outcome) {
 	o := &Outcome{}
 	return context.WithValue(ctx, outcomeCtx, o), o
 }

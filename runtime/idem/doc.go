@@ -10,9 +10,16 @@
 // fencing token (external mode), keeps rows for a retention window and sweeps
 // them in small batches.
 //
-// Keys and scopes travel in the context ([WithKey], [WithScope]) so the key
-// never becomes part of the hashed request, and one tenant's key can never
-// replay another tenant's response.
+// Keys and scopes travel in the context ([ContextWithKey], [ContextWithScope])
+// so the key never becomes part of the hashed request, and one tenant's key
+// can never replay another tenant's response.
+//
+// Naming: a function whose name starts with ContextWith takes a context and
+// returns one carrying a value for the next call ([ContextWithKey],
+// [ContextWithScope], [ContextWithWait], [ContextWithOutcome],
+// [ContextWithInlineKey]); a function whose name starts with With is an
+// [Option] for [NewStore] ([WithTable], [WithRetention], ...). The same
+// split as OpenTelemetry's trace.ContextWithSpan next to its options.
 //
 // A response is stored as bytes and every caller gets it decoded from those
 // bytes, the first caller included: a replay equals the first answer

@@ -20,7 +20,7 @@ import (
 
 type waitCtx struct{}
 
-// WithWait makes external-mode calls made with ctx wait for an attempt in
+// ContextWithWait makes external-mode calls made with ctx wait for an attempt in
 // progress to finish, and return its result, instead of failing at once with
 // *InProgressError. The wait is bounded by ctx and by the holder's lock: when
 // the lock runs out the waiter takes the key over and runs the method itself.
@@ -30,7 +30,9 @@ type waitCtx struct{}
 // it needs no connection held per waiter, works through transaction-pooling
 // proxies such as PgBouncer, and cannot miss a notification sent before the
 // waiter started listening.
-func WithWait(ctx context.Context) context.Context { return context.WithValue(ctx, waitCtx{}, true) }
+func ContextWithWait(ctx context.Context) context.Context {
+	return context.WithValue(ctx, waitCtx{}, true)
+}
 
 func waits(ctx context.Context) bool { w, _ := ctx.Value(waitCtx{}).(bool); return w }
 
@@ -54,7 +56,7 @@ type execution struct {
 // response is stored only if the token is still ours.
 //
 // A twin arriving meanwhile gets *InProgressError with RetryAfter (or waits,
-// see WithWait). If the attempt dies (crash, cancelled context, panic) the key
+// see ContextWithWait). If the attempt dies (crash, cancelled context, panic) the key
 // stays in progress until the lock expires, then the next retry takes over
 // with a new token and runs body again: use Step to record what is done and
 // DownstreamKey to make third-party calls idempotent themselves. A non-final

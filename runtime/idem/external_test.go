@@ -117,7 +117,7 @@ func TestExternalTwinDuringSlowCallIsRefused(t *testing.T) {
 
 	close(b.hold)
 	require.NoError(t, <-first)
-	ctx, o := idem.WithOutcome(keyed("p"))
+	ctx, o := idem.ContextWithOutcome(keyed("p"))
 	again, err := idem.External(ctx, e.store, m, payFp("100"), b.payout)
 	require.NoError(t, err)
 	assert.True(t, o.Replayed())
@@ -139,7 +139,7 @@ func TestExternalWaitReturnsFirstResult(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return b.calls.Load() == 1 }, 10*time.Second, time.Millisecond)
 	go func() { time.Sleep(100 * time.Millisecond); close(b.hold) }()
-	ctx, cancel := context.WithTimeout(idem.WithWait(keyed("w")), 20*time.Second)
+	ctx, cancel := context.WithTimeout(idem.ContextWithWait(keyed("w")), 20*time.Second)
 	defer cancel()
 	got, err := idem.External(ctx, e.store, m, payFp("100"), b.payout)
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestExternalWaitBoundedByContext(t *testing.T) {
 	m := payoutMethod()
 	go func() { _, _ = idem.External(keyed("w"), e.store, m, payFp("100"), b.payout) }()
 	require.Eventually(t, func() bool { return b.calls.Load() == 1 }, 10*time.Second, time.Millisecond)
-	ctx, cancel := context.WithTimeout(idem.WithWait(keyed("w")), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(idem.ContextWithWait(keyed("w")), 200*time.Millisecond)
 	defer cancel()
 	_, err := idem.External(ctx, e.store, m, payFp("100"), b.payout)
 	require.ErrorIs(t, err, idem.ErrInProgress)
@@ -190,7 +190,7 @@ func TestExternalCrashThenTakeover(t *testing.T) {
 	assert.Equal(t, int64(1), e.takenOver.Load())
 	assert.Equal(t, int64(2), b.calls.Load())
 	assert.Equal(t, 1, b.distinctKeys(), "the downstream key is the same across attempts")
-	assert.Equal(t, idem.DownstreamKey(idem.WithKey(context.Background(), "c"), "transfer")[:5], out.Ref[:5])
+	assert.Equal(t, idem.DownstreamKey(idem.ContextWithKey(context.Background(), "c"), "transfer")[:5], out.Ref[:5])
 }
 
 func TestExternalCompletedStepsNotRerun(t *testing.T) {
@@ -217,7 +217,7 @@ func TestExternalCompletedStepsNotRerun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), b.calls.Load(), "the recorded transfer is not repeated")
 	assert.Equal(t, int64(1), receipts.Load())
-	assert.Equal(t, idem.DownstreamKey(idem.WithKey(context.Background(), "s"), "transfer"), idem.DownstreamKey(keyed("s"), "transfer"))
+	assert.Equal(t, idem.DownstreamKey(idem.ContextWithKey(context.Background(), "s"), "transfer"), idem.DownstreamKey(keyed("s"), "transfer"))
 	assert.NotEmpty(t, out.Ref)
 }
 

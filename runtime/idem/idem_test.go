@@ -89,7 +89,7 @@ func fp(req string) []byte {
 	return f.Sum()
 }
 
-func keyed(key string) context.Context { return idem.WithKey(context.Background(), key) }
+func keyed(key string) context.Context { return idem.ContextWithKey(context.Background(), key) }
 
 func (e *env) count(t testing.TB, table string) int {
 	t.Helper()
@@ -105,7 +105,7 @@ type result struct {
 }
 
 func (e *env) call(ctx context.Context, req string, amount int64) result {
-	ctx, o := idem.WithOutcome(ctx)
+	ctx, o := idem.ContextWithOutcome(ctx)
 	r, err := idem.Atomic(ctx, e.store, e.m, fp(req), charge(amount))
 	return result{r, err, o.Replayed()}
 }
@@ -159,14 +159,14 @@ func TestDistinctKeysAndScopes(t *testing.T) {
 	e := newEnv(t)
 	require.NoError(t, e.call(keyed("a"), "100", 100).err)
 	require.NoError(t, e.call(keyed("b"), "100", 100).err)
-	tenant := idem.WithScope(keyed("a"), "tenant-2")
+	tenant := idem.ContextWithScope(keyed("a"), "tenant-2")
 	r := e.call(tenant, "100", 100)
 	require.NoError(t, r.err)
 	assert.False(t, r.replayed, "a key in another scope is another request")
 	assert.Equal(t, int64(3), e.executed.Load())
 	assert.Equal(t, 3, e.count(t, "payments"))
 	// And each scope replays its own response.
-	r2 := e.call(idem.WithScope(keyed("a"), "tenant-2"), "100", 100)
+	r2 := e.call(idem.ContextWithScope(keyed("a"), "tenant-2"), "100", 100)
 	assert.True(t, r2.replayed)
 	assert.Equal(t, r.r, r2.r)
 }
@@ -212,7 +212,7 @@ func TestFinalErrorReplayed(t *testing.T) {
 	decline := func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
 		return Receipt{}, fmt.Errorf("card 4242: %w", errDeclined)
 	}
-	ctx, o := idem.WithOutcome(keyed("d"))
+	ctx, o := idem.ContextWithOutcome(keyed("d"))
 	_, err := idem.Atomic(ctx, e.store, e.m, fp("100"), decline)
 	require.ErrorIs(t, err, errDeclined)
 	assert.False(t, o.Replayed())
@@ -285,7 +285,7 @@ func TestInTx(t *testing.T) {
 	})
 	require.Error(t, err)
 	// A replay inside the transaction.
-	ctxR, o := idem.WithOutcome(keyed("in"))
+	ctxR, o := idem.ContextWithOutcome(keyed("in"))
 	_, err = idem.AtomicInTx(ctxR, e.store, tx, e.m, fp("100"), charge(100))
 	require.NoError(t, err)
 	assert.True(t, o.Replayed())

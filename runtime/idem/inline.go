@@ -43,10 +43,10 @@ func InlineKeyFrom(ctx context.Context) (InlineKey, bool) {
 	return k, ok
 }
 
-// WithInlineKey returns a context carrying k as the key an inline-mode method
+// ContextWithInlineKey returns a context carrying k as the key an inline-mode method
 // must write. The generated wrappers set it; call it yourself only to run such
 // a method outside its wrapper (a test, a backfill).
-func WithInlineKey(ctx context.Context, k InlineKey) context.Context {
+func ContextWithInlineKey(ctx context.Context, k InlineKey) context.Context {
 	return context.WithValue(ctx, inlineKeyCtx, k)
 }
 

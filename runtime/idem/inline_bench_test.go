@@ -71,7 +71,7 @@ func BenchmarkParallelInlineClaimed(b *testing.B) {
 	m := ordersMethod()
 	tc.report(b)
 	parallel(b, func(ctx context.Context, key string) error {
-		_, err := idem.Inline(idem.WithKey(ctx, key), s, m, fp("book"), orderByKey, createOrder("book", 1))
+		_, err := idem.Inline(idem.ContextWithKey(ctx, key), s, m, fp("book"), orderByKey, createOrder("book", 1))
 		return err
 	})
 }

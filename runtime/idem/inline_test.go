@@ -94,7 +94,7 @@ func newInlineEnv(t testing.TB, opts ...idemtest.Option) *inlineEnv {
 }
 
 func (e *inlineEnv) order(ctx context.Context, item string, qty int64) (Order, error, bool) {
-	ctx, o := idem.WithOutcome(ctx)
+	ctx, o := idem.ContextWithOutcome(ctx)
 	r, err := idem.Inline(ctx, e.store, e.om, fp(item), orderByKey, createOrder(item, qty))
 	return r, err, o.Replayed()
 }
@@ -190,7 +190,7 @@ func TestInlineTwinBlocksOnTheIndexThenReplays(t *testing.T) {
 	}
 	firstDone := make(chan orderResult)
 	go func() {
-		ctx, oc := idem.WithOutcome(keyed("block"))
+		ctx, oc := idem.ContextWithOutcome(keyed("block"))
 		o, err := idem.Inline(ctx, e.store, e.om, fp("book"), orderByKey, slow)
 		firstDone <- orderResult{o, err, oc.Replayed()}
 	}()
@@ -229,14 +229,14 @@ func TestInlineMismatch(t *testing.T) {
 
 func TestInlineScopesAreIndependent(t *testing.T) {
 	e := newInlineEnv(t)
-	a := e.call(idem.WithScope(keyed("k"), "tenant-a"), "book")
-	b := e.call(idem.WithScope(keyed("k"), "tenant-b"), "book")
+	a := e.call(idem.ContextWithScope(keyed("k"), "tenant-a"), "book")
+	b := e.call(idem.ContextWithScope(keyed("k"), "tenant-b"), "book")
 	require.NoError(t, a.err)
 	require.NoError(t, b.err)
 	assert.False(t, b.replayed, "the same key in another scope is another request")
 	assert.NotEqual(t, a.o.ID, b.o.ID)
 	assert.Equal(t, 2, e.keyed(t))
-	again := e.call(idem.WithScope(keyed("k"), "tenant-b"), "book")
+	again := e.call(idem.ContextWithScope(keyed("k"), "tenant-b"), "book")
 	require.NoError(t, again.err)
 	assert.True(t, again.replayed)
 	assert.Equal(t, b.o, again.o)
@@ -357,7 +357,7 @@ func TestInlineSwallowedViolationStillReplays(t *testing.T) {
 		_, _ = createOrder("book", 1)(ctx, tx)
 		return Order{ID: -1}, nil
 	}
-	ctx, oc := idem.WithOutcome(keyed("k"))
+	ctx, oc := idem.ContextWithOutcome(keyed("k"))
 	got, err := idem.Inline(ctx, e.store, e.om, fp("book"), orderByKey, swallows)
 	require.NoError(t, err)
 	assert.True(t, oc.Replayed())

@@ -201,7 +201,7 @@ func TestMethodSettingsCheckedAtCallTime(t *testing.T) {
 func TestBadScopeIsRefusedNotAStoreFailure(t *testing.T) {
 	e := newEnv(t)
 	for _, scope := range []string{"acct\x00", "acct\xff", strings.Repeat("s", 3000)} {
-		ctx := idem.WithScope(keyed("k"), scope)
+		ctx := idem.ContextWithScope(keyed("k"), scope)
 		_, err := idem.Atomic(ctx, e.store, e.m, fp("1"), charge(1))
 		require.ErrorIs(t, err, idem.ErrInvalidScope)
 		assert.NotErrorIs(t, err, idem.ErrStore)

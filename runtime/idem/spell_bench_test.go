@@ -126,7 +126,7 @@ func BenchmarkParallelAtomicClaimed(b *testing.B) {
 	m := chargeMethod()
 	tc.report(b)
 	parallel(b, func(ctx context.Context, key string) error {
-		_, err := idem.Atomic(idem.WithKey(ctx, key), s, m, fp("1"), charge(1))
+		_, err := idem.Atomic(idem.ContextWithKey(ctx, key), s, m, fp("1"), charge(1))
 		return err
 	})
 }
@@ -146,7 +146,7 @@ func BenchmarkParallelAtomicReplay(b *testing.B) {
 	var n atomic.Int64
 	tc.report(b)
 	parallel(b, func(ctx context.Context, _ string) error {
-		_, err := idem.Atomic(idem.WithKey(ctx, fmt.Sprintf("key-%d", n.Add(1)%keys)), s, m, fp("1"), charge(1))
+		_, err := idem.Atomic(idem.ContextWithKey(ctx, fmt.Sprintf("key-%d", n.Add(1)%keys)), s, m, fp("1"), charge(1))
 		return err
 	})
 }

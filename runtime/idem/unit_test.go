@@ -40,7 +40,7 @@ func TestContextHelpers(t *testing.T) {
 	_, ok := idem.KeyFrom(ctx)
 	assert.False(t, ok)
 	assert.Equal(t, "", idem.ScopeFrom(ctx))
-	ctx = idem.WithScope(idem.WithKey(ctx, "k"), "acct_1")
+	ctx = idem.ContextWithScope(idem.ContextWithKey(ctx, "k"), "acct_1")
 	k, ok := idem.KeyFrom(ctx)
 	assert.True(t, ok)
 	assert.Equal(t, "k", k)

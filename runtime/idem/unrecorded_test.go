@@ -32,7 +32,7 @@ func TestExternalUnencodableResponseIsNeverRerun(t *testing.T) {
 	require.ErrorIs(t, err, idem.ErrOutcomeNotRecorded)
 
 	e.clock.Advance(lockTimeout + time.Second)
-	ctx, o := idem.WithOutcome(keyed("nan"))
+	ctx, o := idem.ContextWithOutcome(keyed("nan"))
 	_, again := idem.External(ctx, e.store, m, payFp("1"), body)
 	require.ErrorIs(t, again, idem.ErrOutcomeNotRecorded)
 	assert.True(t, o.Replayed())
@@ -63,7 +63,7 @@ func TestFinalErrorWithUnstorableTextIsReplayed(t *testing.T) {
 		body := func(context.Context, pgx.Tx) (Receipt, error) { return Receipt{}, bankErr }
 		_, err := idem.Atomic(keyed("f"), e.store, e.m, fp("100"), body)
 		require.ErrorIs(t, err, errDeclined)
-		ctx, o := idem.WithOutcome(keyed("f"))
+		ctx, o := idem.ContextWithOutcome(keyed("f"))
 		_, err = idem.Atomic(ctx, e.store, e.m, fp("100"), body)
 		require.ErrorIs(t, err, errDeclined)
 		assert.True(t, o.Replayed())

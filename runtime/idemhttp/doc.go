@@ -2,8 +2,8 @@
 // header (IETF draft-ietf-httpapi-idempotency-key-header).
 //
 // The middleware reads the key from the header, validates it with an
-// [idem.KeyPolicy], and stores it in the request context with [idem.WithKey],
-// together with the request's scope ([idem.WithScope], e.g. the authenticated
+// [idem.KeyPolicy], and stores it in the request context with [idem.ContextWithKey],
+// together with the request's scope ([idem.ContextWithScope], e.g. the authenticated
 // account, so keys never cross tenants) and an [idem.Outcome]. Handlers then
 // call idemgen-generated methods with the request's context; when such a call
 // replays a stored response, the middleware adds Idempotent-Replayed: true to

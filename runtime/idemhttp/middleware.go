@@ -26,7 +26,7 @@ type Config struct {
 	Policy idem.KeyPolicy
 
 	// Scope, if set, is called for every request that requires a key, before
-	// the key is read; its result is stored with idem.WithScope. An error, or
+	// the key is read; its result is stored with idem.ContextWithScope. An error, or
 	// an empty scope (which would let every such caller share keys), is
 	// refused with 403 Forbidden and a problem of type TypeScopeUnknown (not
 	// 401: a 401 must carry a WWW-Authenticate challenge that only the
@@ -69,8 +69,8 @@ var ErrNoScope = errors.New("idemhttp: New: set Config.Scope to the function tha
 //   - resolves the scope with cfg.Scope (failure: 403, see Config.Scope);
 //   - parses and validates the Idempotency-Key header with ParseKey (missing:
 //     400 TypeMissingKey; malformed, repeated or too long: 400 TypeInvalidKey);
-//   - calls the next handler with a context carrying the key (idem.WithKey),
-//     the scope (idem.WithScope) and an idem.Outcome (idem.WithOutcome);
+//   - calls the next handler with a context carrying the key (idem.ContextWithKey),
+//     the scope (idem.ContextWithScope) and an idem.Outcome (idem.ContextWithOutcome);
 //   - adds Idempotent-Replayed: true to the response if the idempotent call
 //     the handler made with that context replayed a stored response.
 //
@@ -121,15 +121,15 @@ func New(cfg Config) func(http.Handler) http.Handler {
 					onScopeError(w, r, err)
 					return
 				}
-				ctx = idem.WithScope(ctx, scope)
+				ctx = idem.ContextWithScope(ctx, scope)
 			}
 			key, err := ParseKey(r.Header.Values(HeaderKey), policy)
 			if err != nil {
 				WriteError(w, r, err)
 				return
 			}
-			ctx = idem.WithKey(ctx, key)
-			ctx, outcome := idem.WithOutcome(ctx)
+			ctx = idem.ContextWithKey(ctx, key)
+			ctx, outcome := idem.ContextWithOutcome(ctx)
 			rw := &responseWriter{ResponseWriter: w, replayed: outcome.Replayed}
 			next.ServeHTTP(rw, r.WithContext(ctx))
 			rw.finish()

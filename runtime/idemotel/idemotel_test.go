@@ -83,7 +83,7 @@ func newEnv(t *testing.T, opts ...idemotel.Option) *env {
 }
 
 func keyed(ctx context.Context, key string) context.Context {
-	return idem.WithScope(idem.WithKey(ctx, key), "acct_42")
+	return idem.ContextWithScope(idem.ContextWithKey(ctx, key), "acct_42")
 }
 
 // spansNamed returns the ended spans called name.

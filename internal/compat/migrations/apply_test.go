@@ -414,7 +414,7 @@ func checkAtomic(t *testing.T, pool *pgxpool.Pool, table string) {
 		err := tx.QueryRow(ctx, `INSERT INTO payments (amount) VALUES (100) RETURNING id`).Scan(&id)
 		return id, err
 	}
-	ctx := idem.WithKey(context.Background(), "key-"+strings.ReplaceAll(table, ".", "-"))
+	ctx := idem.ContextWithKey(context.Background(), "key-"+strings.ReplaceAll(table, ".", "-"))
 	first, err := idem.Atomic(ctx, store, m, fp, body)
 	require.NoError(t, err, "first call against %s", table)
 	second, err := idem.Atomic(ctx, store, m, fp, body)

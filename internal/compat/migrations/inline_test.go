@@ -87,10 +87,10 @@ VALUES (100, $1, $2, $3) RETURNING id`, k.Scope, k.Key, k.Fingerprint).Scan(&id)
 		err := tx.QueryRow(ctx, `SELECT id, idempotency_fingerprint FROM payments WHERE idempotency_scope = $1 AND idempotency_key = $2`, k.Scope, k.Key).Scan(&id, &stored)
 		return id, stored, err
 	}
-	kctx := idem.WithKey(ctx, "inline-key")
+	kctx := idem.ContextWithKey(ctx, "inline-key")
 	first, err := idem.Inline(kctx, store, m, fp, lookup, body)
 	require.NoError(t, err)
-	rctx, outcome := idem.WithOutcome(kctx)
+	rctx, outcome := idem.ContextWithOutcome(kctx)
 	second, err := idem.Inline(rctx, store, m, fp, lookup, body)
 	require.NoError(t, err)
 	assert.True(t, outcome.Replayed())
