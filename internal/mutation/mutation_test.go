@@ -134,7 +134,7 @@ const fingerprintCheck = "\tif string(r.fingerprint) != string(c.fp) {\n" +
 	"\t\ts.hook(ctx, s.cfg.hooks.Mismatch, c.event())\n" +
 	"\t\ts.cfg.logger.WarnContext(ctx, \"idempotency key reused with a different request\",\n" +
 	"\t\t\t\"method\", c.method, \"scope\", c.scope, \"key\", c.key,\n" +
-	"\t\t\t\"stored\", ShortHex(r.fingerprint), \"got\", ShortHex(c.fp))\n" +
+	"\t\t\t\"stored\", shortHex(r.fingerprint), \"got\", shortHex(c.fp))\n" +
 	"\t\treturn zero, &MismatchError{Method: c.method, Key: c.key, Stored: r.fingerprint, Got: c.fp}\n" +
 	"\t}\n"
 

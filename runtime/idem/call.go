@@ -92,7 +92,7 @@ func settle[R any](ctx context.Context, s *Store, m *Method[R], c call, r ledger
 		s.hook(ctx, s.cfg.hooks.Mismatch, c.event())
 		s.cfg.logger.WarnContext(ctx, "idempotency key reused with a different request",
 			"method", c.method, "scope", c.scope, "key", c.key,
-			"stored", ShortHex(r.fingerprint), "got", ShortHex(c.fp))
+			"stored", shortHex(r.fingerprint), "got", shortHex(c.fp))
 		return zero, &MismatchError{Method: c.method, Key: c.key, Stored: r.fingerprint, Got: c.fp}
 	}
 	if r.status != StatusDone {

@@ -79,7 +79,7 @@ type MismatchError struct {
 // Error names the method, the key and both fingerprints, and what to do.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("idem: %s: key %q was first used with request %s, now with %s; use a new key for a new request",
-		e.Method, e.Key, ShortHex(e.Stored), ShortHex(e.Got))
+		e.Method, e.Key, shortHex(e.Stored), shortHex(e.Got))
 }
 
 // Unwrap returns ErrMismatch.
@@ -116,8 +116,8 @@ func (e *ReplayedError) Error() string { return e.Msg }
 // Unwrap returns the sentinel.
 func (e *ReplayedError) Unwrap() error { return e.Sentinel }
 
-// ShortHex renders the first 6 bytes of a fingerprint as hex, for messages.
-func ShortHex(b []byte) string {
+// shortHex renders the first 6 bytes of a fingerprint as hex, for messages.
+func shortHex(b []byte) string {
 	const n = 6
 	if len(b) > n {
 		return fmt.Sprintf("%x…", b[:n])

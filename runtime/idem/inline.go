@@ -297,7 +297,7 @@ func inlineAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *i
 		s.hook(ctx, s.cfg.hooks.Mismatch, c.event())
 		s.cfg.logger.WarnContext(ctx, "idempotency key reused with a different request",
 			"method", c.method, "scope", c.scope, "key", c.key,
-			"stored", ShortHex(stored), "got", ShortHex(c.fp))
+			"stored", shortHex(stored), "got", shortHex(c.fp))
 		return zero, &MismatchError{Method: c.method, Key: c.key, Stored: stored, Got: c.fp}
 	}
 	setReplayed(ctx, true)

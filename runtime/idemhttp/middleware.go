@@ -1,9 +1,12 @@
 package idemhttp
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -49,6 +52,15 @@ type Config struct {
 	// the default 403. err is Scope's error, or ErrEmptyScope.
 	OnScopeError func(w http.ResponseWriter, r *http.Request, err error)
 
+	// ProblemTypeBase, if set, replaces DefaultProblemTypeBase in the "type"
+	// of every problem the middleware writes, and of those WriteError and
+	// WriteProblem write for requests that went through it: a service that
+	// documents its errors itself gets base+"mismatch", base+"in-progress" and
+	// so on (the names of the Type constants). It must be a URI reference
+	// (RFC 3986), usually absolute and ending in "#" or "/"; New panics on one
+	// that does not parse.
+	ProblemTypeBase string
+
 	// Methods lists the request methods that require a key, compared exactly.
 	// nil means POST and PATCH. Requests with other methods pass through
 	// untouched: no key is read, no scope is set, no header is added.
@@ -88,6 +100,10 @@ func New(cfg Config) func(http.Handler) http.Handler {
 	if (cfg.Scope == nil) == !cfg.SingleTenant {
 		panic(ErrNoScope)
 	}
+	if _, err := url.Parse(cfg.ProblemTypeBase); err != nil {
+		panic(fmt.Errorf("idemhttp: New: Config.ProblemTypeBase: %w", err))
+	}
+	base := cfg.ProblemTypeBase
 	policy := cfg.Policy
 	if policy == (idem.KeyPolicy{}) {
 		policy = idem.DefaultKeyPolicy
@@ -109,6 +125,10 @@ func New(cfg Config) func(http.Handler) http.Handler {
 				return
 			}
 			ctx := r.Context()
+			if base != "" {
+				ctx = context.WithValue(ctx, problemBaseCtx{}, base)
+				r = r.WithContext(ctx)
+			}
 			if scopeFn != nil {
 				scope, err := scopeFn(r)
 				if err == nil && scope == "" {

@@ -392,3 +392,33 @@ func TestResponseController(t *testing.T) {
 	assert.Empty(t, resp.Header.Values(idemhttp.HeaderReplayed))
 	assert.Equal(t, []string{"chunked"}, resp.TransferEncoding, "the flush reached the connection")
 }
+
+// TestProblemTypeBase: a service's own base replaces the default one in the
+// problems the middleware writes and in those WriteError writes for requests
+// that went through it; without it the Type constants are written.
+func TestProblemTypeBase(t *testing.T) {
+	const base = "https://errors.example.com/idempotency#"
+	mismatch := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.True(t, idemhttp.WriteError(w, r, &idem.MismatchError{Method: "Payments.Charge", Key: "k"}))
+	})
+	scopeFails := func(*http.Request) (string, error) { return "", errors.New("no account") }
+	tests := []struct {
+		name   string
+		cfg    idemhttp.Config
+		header http.Header
+		want   string
+	}{
+		{"missing key", idemhttp.Config{SingleTenant: true, ProblemTypeBase: base}, http.Header{}, base + "missing-key"},
+		{"invalid key", idemhttp.Config{SingleTenant: true, ProblemTypeBase: base}, keyHeader("a b"), base + "invalid-key"},
+		{"scope", idemhttp.Config{Scope: scopeFails, ProblemTypeBase: base}, keyHeader("k"), base + "scope-unknown"},
+		{"WriteError", idemhttp.Config{SingleTenant: true, ProblemTypeBase: base}, keyHeader("k"), base + "mismatch"},
+		{"default", idemhttp.Config{SingleTenant: true}, keyHeader("k"), idemhttp.TypeMismatch},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := serve(idemhttp.New(tt.cfg)(mismatch), http.MethodPost, "/charges", tt.header)
+			assert.Equal(t, tt.want, decodeProblem(t, w).Type)
+		})
+	}
+	assert.Panics(t, func() { idemhttp.New(idemhttp.Config{SingleTenant: true, ProblemTypeBase: "http://[::1"}) })
+}

@@ -12,23 +12,43 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// ProblemTypeBase is the prefix of the problem type URIs below. Each resolves
-// to a section of this package's README that explains the problem and what a
-// client should do about it.
-const ProblemTypeBase = "https://github.com/idemgen/idemgen/blob/main/runtime/idemhttp/README.md#"
+// DefaultProblemTypeBase is the prefix of the problem type URIs below. Each
+// resolves to a section of this package's README that explains the problem
+// and what a client should do about it. A service that documents the problems
+// itself sets Config.ProblemTypeBase instead: the middleware and WriteError
+// then write that base followed by the same names (missing-key, mismatch, ...).
+const DefaultProblemTypeBase = "https://github.com/idemgen/idemgen/blob/main/runtime/idemhttp/README.md#"
 
 // Problem type URIs, the "type" member of the problem details this package
-// writes. Clients can compare against them.
+// writes when Config.ProblemTypeBase is not set. Clients can compare against
+// them.
 const (
-	TypeMissingKey       = ProblemTypeBase + "missing-key"       // 400
-	TypeInvalidKey       = ProblemTypeBase + "invalid-key"       // 400
-	TypeScopeUnknown     = ProblemTypeBase + "scope-unknown"     // 403
-	TypeMismatch         = ProblemTypeBase + "mismatch"          // 422
-	TypeInProgress       = ProblemTypeBase + "in-progress"       // 409
-	TypeLockLost         = ProblemTypeBase + "lock-lost"         // 409
-	TypeStoreUnavailable = ProblemTypeBase + "store-unavailable" // 503
-	TypeOutcomeUnknown   = ProblemTypeBase + "outcome-unknown"   // 500
+	TypeMissingKey       = DefaultProblemTypeBase + "missing-key"       // 400
+	TypeInvalidKey       = DefaultProblemTypeBase + "invalid-key"       // 400
+	TypeScopeUnknown     = DefaultProblemTypeBase + "scope-unknown"     // 403
+	TypeMismatch         = DefaultProblemTypeBase + "mismatch"          // 422
+	TypeInProgress       = DefaultProblemTypeBase + "in-progress"       // 409
+	TypeLockLost         = DefaultProblemTypeBase + "lock-lost"         // 409
+	TypeStoreUnavailable = DefaultProblemTypeBase + "store-unavailable" // 503
+	TypeOutcomeUnknown   = DefaultProblemTypeBase + "outcome-unknown"   // 500
 )
+
+// problemBaseCtx is the context key of the problem type base the middleware
+// hands to WriteProblem through the request.
+type problemBaseCtx struct{}
+
+// problemType rewrites a type under DefaultProblemTypeBase to the base the
+// middleware put in r's context, if any.
+func problemType(r *http.Request, typ string) string {
+	if r == nil {
+		return typ
+	}
+	base, ok := r.Context().Value(problemBaseCtx{}).(string)
+	if !ok || !strings.HasPrefix(typ, DefaultProblemTypeBase) {
+		return typ
+	}
+	return base + strings.TrimPrefix(typ, DefaultProblemTypeBase)
+}
 
 // ContentTypeProblem is the media type of RFC 9457 problem details in JSON.
 const ContentTypeProblem = "application/problem+json"
@@ -43,9 +63,12 @@ type Problem struct {
 }
 
 // WriteProblem writes p as application/problem+json with p.Status. An empty
-// p.Instance is set to r's escaped path (r may be nil). The response is marked
-// not cacheable.
+// p.Instance is set to r's escaped path (r may be nil). A p.Type under
+// DefaultProblemTypeBase is written under the middleware's
+// Config.ProblemTypeBase when r went through a middleware that sets one. The
+// response is marked not cacheable.
 func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
+	p.Type = problemType(r, p.Type)
 	if p.Instance == "" && r != nil && r.URL != nil {
 		p.Instance = r.URL.EscapedPath()
 	}
