@@ -52,6 +52,7 @@ func TestREADMECurl(t *testing.T) {
 		{[]want{{201, false}, {409, false}}, false}, // payout and its twin
 		{[]want{{201, true}}, false},                // the twin, retried
 		{[]want{{402, false}}, true},                // declined; again
+		{[]want{{201, false}}, true},                // inline deposit; again
 	}
 	require.Len(t, blocks, len(expect), "the README's curl blocks and this test's expectations")
 
@@ -92,7 +93,7 @@ func TestREADMECurl(t *testing.T) {
 // readmeBlocks returns the sh code blocks of the README's curl section.
 func readmeBlocks(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../../README.md")
+	b, err := os.ReadFile("../../../../../README.md")
 	require.NoError(t, err)
 	_, sec, ok := strings.Cut(string(b), "\n## HTTP API by hand (curl)\n")
 	require.True(t, ok, "README has no section \"HTTP API by hand (curl)\"")

@@ -1,0 +1,135 @@
+// Command play is the demo itself, which example/cmd/demo's launcher builds
+// and runs. It runs the example payments service on a throwaway PostgreSQL
+// and plays a client against it, printing step by step what idempotency keys
+// do for it:
+//
+//  1. a charge whose first response is lost by the network: the retry with
+//     the same key replays the original response, and the card is charged once;
+//  2. the same key with another amount: 422;
+//  3. a twin of a payout that is waiting for a slow bank: 409 with
+//     Retry-After, then a replay; the bank transfers once;
+//  4. a declined card: the retry replays the decline.
+//
+// It exits 0 when every check holds and 1 otherwise.
+//
+// Usage:
+//
+//	go run -C example/cmd/demo .               # play the demo
+//	go run -C example/cmd/demo . -serve        # keep the API up on 127.0.0.1:8080 for curl
+//
+// The demo is a module of its own (example/cmd/demo/go.mod), so goose stays
+// out of the requirements of github.com/idemgen/idemgen.
+//
+// With DATABASE_URL set, the demo uses that database instead of starting
+// its own server, and applies the example's migrations to it with goose.
+// Otherwise it needs the PostgreSQL server binaries (initdb, postgres) on
+// PATH or under /usr/lib/postgresql/*/bin; run as root, the server runs as
+// the postgres user.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/idemgen/idemgen/example/cmd/demo/internal/pglocal"
+	"github.com/idemgen/idemgen/example/cmd/demo/scenario"
+)
+
+// defaultAddr is where -serve listens unless -addr says otherwise; the
+// README's curl examples use it.
+const defaultAddr = "127.0.0.1:8080"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main with its arguments and outputs, returning the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	serve := fl.Bool("serve", false, "serve the API until interrupted instead of playing the demo")
+	addr := fl.String("addr", defaultAddr, "listen address of the API with -serve")
+	bankDelay := fl.Duration("bank-delay", scenario.DefaultBankDelay, "how long each transfer at the fake bank takes")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "demo: unexpected arguments %q\n", fl.Args())
+		return 2
+	}
+	if *bankDelay <= 0 {
+		*bankDelay = -1 // scenario.Options: no delay
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := demo(ctx, stdout, stderr, *serve, *addr, *bankDelay); err != nil {
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintln(stderr, "demo: interrupted")
+		} else {
+			fmt.Fprintf(stderr, "\ndemo failed: %v\n", err)
+		}
+		return 1
+	}
+	return 0
+}
+
+// demo finds or starts a database, then plays the demo or serves the API.
+func demo(ctx context.Context, stdout, stderr io.Writer, serve bool, addr string, bankDelay time.Duration) (err error) {
+	dbURL := os.Getenv("DATABASE_URL")
+	if dbURL != "" {
+		fmt.Fprintln(stdout, "Using the database in DATABASE_URL.")
+	} else {
+		fmt.Fprint(stdout, "Starting a throwaway PostgreSQL (initdb, then postgres on a unix socket)")
+		start := time.Now()
+		dots := scenario.Dots(stdout, 500*time.Millisecond)
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		srv, err := pglocal.Start(sctx)
+		cancel()
+		dots()
+		if err != nil {
+			fmt.Fprintln(stdout)
+			return fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		fmt.Fprintf(stdout, " ready in %.1fs\n  %s (binaries from %s)\n", time.Since(start).Seconds(), srv.Dir, srv.Bin)
+		defer func() {
+			fmt.Fprintln(stdout, "Stopping PostgreSQL and removing its directory.")
+			if serr := srv.Stop(); err == nil && serr != nil {
+				err = fmt.Errorf("stop PostgreSQL: %w", serr)
+			}
+		}()
+		dbURL = srv.URL
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	opts := scenario.Options{BankDelay: bankDelay, Log: log}
+	if !serve {
+		_, err := scenario.Run(ctx, stdout, dbURL, opts)
+		return err
+	}
+
+	opts.Addr = addr
+	env, err := scenario.Start(ctx, dbURL, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nThe example payments API is serving on %s (bank transfers take %s).\n", env.APIURL, env.BankDelay)
+	fmt.Fprintf(stdout, "Try it (the README's section \"HTTP API by hand (curl)\"):\n\n")
+	fmt.Fprintf(stdout, "  curl -i %s/v1/charges \\\n", env.APIURL)
+	fmt.Fprintf(stdout, "    -H 'Authorization: Bearer acct_42' -H 'Idempotency-Key: \"order-1042\"' -H 'Content-Type: application/json' \\\n")
+	fmt.Fprintf(stdout, "    -d '{\"amount_cents\":1250,\"currency\":\"EUR\",\"card\":{\"number\":\"4242424242424242\",\"exp_month\":12,\"exp_year\":2030},\"description\":\"order 1042\"}'\n\n")
+	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "\nStopping the API.")
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return env.Close(sctx)
+}
