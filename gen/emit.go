@@ -16,6 +16,7 @@ type emitter struct {
 	named map[string]*Named // by PkgPath + "." + Name
 
 	emptyIsNil bool // see nilCond
+	cyclic     bool // writing the helper of a recursive type: see guard
 }
 
 func newEmitter(m *Package) *emitter {
@@ -449,8 +450,51 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, as the %s.%s it converts to.", n.Helper, article(n.Type.Name), n.Type.Name, path.Base(n.Underlying.PkgPath), n.Underlying.Name)
 		v = e.typ(n.Underlying).Call(v)
 	}
+	if n.Recursive {
+		doc += fmt.Sprintf(" %s is recursive, so a value may be cyclic: f.Enter writes a back reference where the value reaches a pointer, slice or map it is already inside.", n.Type.Name)
+	}
+	e.cyclic = n.Recursive
+	body := e.fpValue(n.Underlying, v, 0)
+	e.cyclic = false
 	return comment(doc).Line().Func().Id(n.Helper).Params(jen.Id("f").Op("*").Qual(idemPath, "Fingerprinter"), jen.Id("v").Add(e.typ(n.Type))).
-		Block(e.fpValue(n.Underlying, v, 0)...).Line()
+		Block(body...).Line()
+}
+
+// cycleGuard wraps the statements that write the contents of reference v (a
+// pointer, slice or map whose element type t can lead back to a recursive
+// type) in a cycle check:
+//
+//	if f.Enter(v.Next) { fpNode(f, *v.Next); f.Leave() }
+func (e *emitter) cycleGuard(t *Type, v *jen.Statement, body []jen.Code) []jen.Code {
+	if !e.cyclic || !e.reachesRecursive(t, map[*Named]bool{}) {
+		return body
+	}
+	return []jen.Code{jen.If(jen.Id("f").Dot("Enter").Call(v.Clone())).Block(append(body, jen.Id("f").Dot("Leave").Call())...)}
+}
+
+// reachesRecursive reports whether a value of type t can hold a value of a
+// recursive named type.
+func (e *emitter) reachesRecursive(t *Type, seen map[*Named]bool) bool {
+	if t == nil {
+		return false
+	}
+	switch t.Kind {
+	case KindNamed:
+		n := e.named[t.PkgPath+"."+t.Name]
+		if n == nil || seen[n] {
+			return false
+		}
+		seen[n] = true
+		return n.Recursive || e.reachesRecursive(n.Underlying, seen)
+	case KindStruct:
+		for _, fl := range t.Fields {
+			if !fl.Omitted && e.reachesRecursive(fl.Type, seen) {
+				return true
+			}
+		}
+		return false
+	}
+	return e.reachesRecursive(t.Elem, seen)
 }
 
 func article(name string) string {
@@ -500,7 +544,7 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 		return e.fpBasic(t.Basic, v, true)
 	case KindPointer:
 		return []jen.Code{jen.If(v.Clone().Op("==").Nil()).Block(f("Nil")).Else().Block(
-			append([]jen.Code{f("Ptr")}, e.fpValue(t.Elem, deref(t.Elem, v), depth)...)...)}
+			append([]jen.Code{f("Ptr")}, e.cycleGuard(t.Elem, v, e.fpValue(t.Elem, deref(t.Elem, v), depth))...)...)}
 	case KindSlice, KindArray:
 		if t.Kind == KindSlice && t.Elem.Kind == KindBasic && (t.Elem.Basic == "byte" || t.Elem.Basic == "uint8") {
 			return []jen.Code{f("Bytes", v)}
@@ -510,19 +554,18 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 		if t.Kind == KindSlice {
 			cond = e.nilCond(v) // before the elements, which may hold slices
 		}
-		loop := []jen.Code{f("Len", jen.Len(v.Clone())),
-			jen.For(jen.List(jen.Id("_"), el.Clone()).Op(":=").Range().Add(v.Clone())).Block(e.fpValue(t.Elem, el, depth+1)...)}
+		loop := []jen.Code{jen.For(jen.List(jen.Id("_"), el.Clone()).Op(":=").Range().Add(v.Clone())).Block(e.fpValue(t.Elem, el, depth+1)...)}
 		if t.Kind == KindArray {
-			return loop
+			return append([]jen.Code{f("Len", jen.Len(v.Clone()))}, loop...)
 		}
-		return []jen.Code{jen.If(cond).Block(f("Nil")).Else().Block(loop...)}
+		return []jen.Code{jen.If(cond).Block(f("Nil")).Else().Block(append([]jen.Code{f("Len", jen.Len(v.Clone()))}, e.cycleGuard(t.Elem, v, loop)...)...)}
 	case KindMap:
 		k := jen.Id(fmt.Sprintf("k%d", depth))
 		cond := e.nilCond(v)
 		body := append(e.fpValue(t.Key, k.Clone(), depth+1), e.fpValue(t.Elem, v.Clone().Index(k.Clone()), depth+1)...)
+		loop := []jen.Code{jen.For(jen.List(jen.Id("_"), k.Clone()).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(v.Clone()))).Block(body...)}
 		return []jen.Code{jen.If(cond).Block(f("Nil")).Else().Block(
-			f("Len", jen.Len(v.Clone())),
-			jen.For(jen.List(jen.Id("_"), k.Clone()).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(v.Clone()))).Block(body...),
+			append([]jen.Code{f("Len", jen.Len(v.Clone()))}, e.cycleGuard(t.Elem, v, loop)...)...,
 		)}
 	case KindStruct:
 		var out []jen.Code

@@ -147,4 +147,7 @@ type Named struct {
 	Type       *Type // the KindNamed reference
 	Underlying *Type
 	Helper     string // fpChargeRequest
+	// Recursive: the type reaches itself, so a value may be cyclic; the
+	// helper guards its pointers, slices and maps with Fingerprinter.Enter.
+	Recursive bool
 }

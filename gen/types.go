@@ -141,6 +141,7 @@ type fpWalk struct {
 	pos   token.Position
 	m     *Method
 	param int
+	open  []string // the named types being walked, outermost first
 
 	// What the doc comments must say about this request's encoding.
 	alike       bool     // the slice or map about to be walked is tagged emptyisnil
@@ -191,6 +192,14 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 			return true
 		}
 		if stack[key] {
+			// Every named type on the way back to key is part of the
+			// cycle; their helpers check values for cycles (Named.Recursive).
+			for i := len(w.open) - 1; i >= 0; i-- {
+				w.b.named[w.open[i]].Recursive = true
+				if w.open[i] == key {
+					break
+				}
+			}
 			w.m.Fingerprinted = append(w.m.Fingerprinted, path+" (recursive)")
 			return true
 		}
@@ -203,7 +212,11 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 			w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(u.Underlying()), Helper: w.b.helperName(obj)}
 		}
 		stack[key] = true
-		defer delete(stack, key)
+		w.open = append(w.open, key)
+		defer func() {
+			delete(stack, key)
+			w.open = w.open[:len(w.open)-1]
+		}()
 		if st, ok := u.Underlying().(*types.Struct); ok {
 			return w.fields(st, path, fieldPath, stack)
 		}

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"hash"
 	"math"
+	"reflect"
 	"time"
+	"unsafe"
 )
 
 // FingerprintVersion is mixed into every fingerprint. It changes only when the
@@ -22,6 +24,19 @@ const FingerprintVersion = 1
 type Fingerprinter struct {
 	h   hash.Hash
 	buf [9]byte
+
+	// The pointers, slices and maps of recursive types being written, to
+	// find a cyclic value (see Enter).
+	open  []ref
+	depth map[ref]int
+}
+
+// ref identifies a pointer, slice or map as encoding/json's cycle check
+// does: its type, address and (for a slice) length.
+type ref struct {
+	t   reflect.Type
+	p   unsafe.Pointer
+	len int
 }
 
 // NewFingerprinter starts a fingerprint for the named method.
@@ -96,6 +111,42 @@ func (f *Fingerprinter) Ptr() { f.tag('P', 0) }
 // Len writes the length of a non-nil slice, array or map; its elements
 // (map entries sorted by key) follow.
 func (f *Fingerprinter) Len(n int) { f.tag('L', uint64(n)) }
+
+// Enter starts writing the contents of v, a non-nil pointer, slice or map
+// of a recursive type (generated code calls it only there). When v is
+// already being written further up, the value is cyclic: Enter writes a
+// back reference (how many such values up it points) instead and returns
+// false, and the caller skips the contents. Otherwise it returns true and
+// the caller writes the contents, then calls Leave. A value without cycles
+// writes nothing here, so its fingerprint is what it would be without
+// Enter; a cyclic one gets a fingerprint that depends on its shape only.
+func (f *Fingerprinter) Enter(v any) bool {
+	rv := reflect.ValueOf(v)
+	r := ref{t: rv.Type()}
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map:
+		r.p = rv.UnsafePointer()
+	case reflect.Slice:
+		r.p, r.len = rv.UnsafePointer(), rv.Len()
+	}
+	if i, ok := f.depth[r]; ok {
+		f.tag('R', uint64(len(f.open)-i))
+		return false
+	}
+	if f.depth == nil {
+		f.depth = map[ref]int{}
+	}
+	f.depth[r] = len(f.open)
+	f.open = append(f.open, r)
+	return true
+}
+
+// Leave ends the contents of the value the last successful Enter started.
+func (f *Fingerprinter) Leave() {
+	last := len(f.open) - 1
+	delete(f.depth, f.open[last])
+	f.open = f.open[:last]
+}
 
 // Sum returns the SHA-256 digest.
 func (f *Fingerprinter) Sum() []byte { return f.h.Sum(nil) }
