@@ -131,6 +131,7 @@ type envConfig struct {
 	poolSize  int32
 	execMode  pgx.QueryExecMode
 	storeOpts []idem.Option
+	setup     []string // statements run after the payments table is made
 	// executed, if set, runs in the Executed hook: after a body returned,
 	// before its result is stored.
 	executed func(context.Context, idem.Event)
@@ -138,7 +139,7 @@ type envConfig struct {
 
 func newEnv(t *testing.T, name string, cfg envConfig) *env {
 	t.Helper()
-	db := idemtest.New(t, idemtest.WithSetup(paymentsDDL), idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.MaxConns = 8 }))
+	db := idemtest.New(t, idemtest.WithSetup(append([]string{paymentsDDL}, cfg.setup...)...), idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.MaxConns = 8 }))
 	e := &env{
 		t: t, name: name, db: db, bank: newBank(),
 		fig:       figures{name: name, errors: map[string]int64{}},
