@@ -188,6 +188,10 @@ func (e *env) storeWith(extra ...idem.Option) *idem.Store {
 	t, cfg := e.t, e.cfg
 	t.Helper()
 	opts := append([]idem.Option{
+		// Under the calls' deadline, as the README advises: a twin of a
+		// holder that does not commit is told "in progress" and gives its
+		// connection back, instead of timing out on it.
+		idem.WithClaimWait(callDeadline / 3),
 		idem.WithLockTimeout(lockTimeout),
 		idem.WithRetention(time.Hour),
 		idem.WithHeartbeat(lockTimeout / 4),
@@ -407,7 +411,9 @@ func (e *env) retryUntilDone(in intent, wait bool) {
 		}
 		// A client's retry pacing (not an ordering): capped exponential
 		// backoff with full jitter, or the in-progress answer's RetryAfter.
-		backoff = min(2*backoff, 500*time.Millisecond)
+		// The cap is what keeps a thousand retrying clients from holding
+		// an overloaded machine in overload.
+		backoff = min(2*backoff, 2*time.Second)
 		pause := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
 		var ip *idem.InProgressError
 		if errors.As(out.err, &ip) {

@@ -114,6 +114,13 @@ func (pg *postgres) start(ctx context.Context) error {
 		"-c", "shared_buffers=64MB",
 		"-c", "logging_collector=off",
 		"-c", "log_min_messages=fatal",
+		// As the README advises: a transaction whose client vanished (its
+		// connection cut behind the proxy) is ended by the server instead of
+		// holding its key until TCP gives up.
+		"-c", "idle_in_transaction_session_timeout=10s",
+		"-c", "tcp_keepalives_idle=5",
+		"-c", "tcp_keepalives_interval=1",
+		"-c", "tcp_keepalives_count=3",
 	)
 	cmd.Dir = pg.dir
 	cmd.Env = pgbin.ServerEnv()

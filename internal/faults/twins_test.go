@@ -15,10 +15,10 @@ func TestTwins256(t *testing.T) {
 }
 
 // TestThousandKeysEightTwins releases 8 identical calls for each of 1,000
-// keys at once (200 in the short mode), half atomic, half external, on a
+// keys at once (100 in the short mode), half atomic, half external, on a
 // 64-connection pool.
 func TestThousandKeysEightTwins(t *testing.T) {
-	n := size(100, 500)
+	n := size(50, 500)
 	e := newEnv(t, fmt.Sprintf("%d keys x 8 twins", 2*n), envConfig{poolSize: 64})
 	ins := intents("thousand", n, n)
 	e.storm(ins, 8)()
