@@ -46,7 +46,7 @@ WHERE idempotency_scope = $1 AND idempotency_key = $2`, k.Scope, k.Key).Scan(&r.
 				storeOpts: []idem.Option{idem.WithFinaliseTimeout(100 * time.Millisecond)},
 			})
 			defer func() { e.pool.Close(); e.proxy.Stop() }()
-			ctx := idem.WithScope(idem.WithKey(context.Background(), "undo-"+mode), scope)
+			ctx := idem.ContextWithScope(idem.ContextWithKey(context.Background(), "undo-"+mode), scope)
 			tx, err := e.pool.Begin(ctx)
 			require.NoError(t, err)
 			// The body writes its row (the inline claim), cuts the network
