@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -138,7 +139,8 @@ func retryable(resp *http.Response, err error) bool {
 }
 
 // outcomeUnknown reports whether resp is the outcome-unknown problem
-// (TypeOutcomeUnknown), which every retry of the key would get again. It
+// (TypeOutcomeUnknown, or its name under a service's own
+// Config.ProblemTypeBase), which every retry of the key would get again. It
 // reads at most 4 KiB of the body and puts back what it read.
 func outcomeUnknown(resp *http.Response) bool {
 	if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("Content-Type") != ContentTypeProblem {
@@ -152,7 +154,8 @@ func outcomeUnknown(resp *http.Response) bool {
 	var p struct {
 		Type string `json:"type"`
 	}
-	return err == nil && json.Unmarshal(head, &p) == nil && p.Type == TypeOutcomeUnknown
+	return err == nil && json.Unmarshal(head, &p) == nil &&
+		strings.HasSuffix(p.Type, strings.TrimPrefix(TypeOutcomeUnknown, DefaultProblemTypeBase))
 }
 
 // rewind returns a copy of req with a fresh body for another attempt.

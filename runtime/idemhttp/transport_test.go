@@ -150,16 +150,24 @@ func TestTransportNeverRetriesOtherClientErrors(t *testing.T) {
 }
 
 // The outcome-unknown problem is not retried: the key replays it. The
-// caller gets the whole problem.
+// caller gets the whole problem. A service's own problem-type base does not
+// change that.
 func TestTransportDoesNotRetryAnUnknownOutcome(t *testing.T) {
+	for name, base := range map[string]string{"default base": "", "service's base": "https://errors.example.com/idempotency/"} {
+		t.Run(name, func(t *testing.T) { testNoRetryOfUnknownOutcome(t, base) })
+	}
+}
+
+func testNoRetryOfUnknownOutcome(t *testing.T, base string) {
 	var mu sync.Mutex
 	attempts := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mw := New(Config{SingleTenant: true, ProblemTypeBase: base})
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		attempts++
 		mu.Unlock()
 		WriteError(w, r, fmt.Errorf("payout: %w", idem.ErrOutcomeNotRecorded))
-	}))
+	})))
 	t.Cleanup(srv.Close)
 	var waits []time.Duration
 	resp := post(t, context.Background(), newTransport(&waits), srv.URL, "{}")
@@ -168,7 +176,10 @@ func TestTransportDoesNotRetryAnUnknownOutcome(t *testing.T) {
 	require.NoError(t, err)
 	var p Problem
 	require.NoError(t, json.Unmarshal(body, &p), "the body is whole: %s", body)
-	assert.Equal(t, TypeOutcomeUnknown, p.Type)
+	assert.True(t, strings.HasSuffix(p.Type, "outcome-unknown"), p.Type)
+	if base != "" {
+		assert.True(t, strings.HasPrefix(p.Type, base), p.Type)
+	}
 	mu.Lock()
 	assert.Equal(t, 1, attempts, "sent once")
 	mu.Unlock()
