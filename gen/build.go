@@ -550,6 +550,10 @@ func (b *builder) allocateNames() {
 		r.Fixture = "new" + r.Name + "ForTest"
 		for _, m := range r.Methods {
 			m.MethodVar = b.names.unexported("idem" + r.Name + m.Name)
+			m.GuardType = b.names.unexported("runGoGenerate" + r.Name + m.Name)
+			if m.Inline != nil {
+				m.LookupGuardType = b.names.unexported("runGoGenerate" + r.Name + m.Inline.Lookup)
+			}
 			m.FingerprintFunc = b.names.unexported("fingerprint" + r.Name + m.Name)
 			m.SampleFixture = "sample" + r.Name + m.Name + "Args"
 		}
@@ -565,6 +569,7 @@ func (b *builder) allocateNames() {
 			continue
 		}
 		n.Helper = b.names.unexported(n.Helper)
+		n.GuardType = b.names.unexported("runGoGenerate" + n.Type.Name + "Fields")
 		b.model.Named = append(b.model.Named, n)
 	}
 	sort.Slice(b.model.Named, func(i, j int) bool { return b.model.Named[i].Helper < b.model.Named[j].Helper })

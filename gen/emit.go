@@ -381,9 +381,11 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 	return comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(r.Wrapper)).Id(name).Params(params...).Params(results...).Block(block...).Line()
 }
 
-// guard:
+// guard: the type's name is in the compiler's error when the method changes
+// ("cannot use (*Payments).Charge (...) as runGoGeneratePaymentsCharge value").
 //
-//	var _ func(*Payments, context.Context, pgx.Tx, ChargeRequest) (Receipt, error) = (*Payments).Charge
+//	type runGoGeneratePaymentsCharge func(*Payments, context.Context, pgx.Tx, ChargeRequest) (Receipt, error)
+//	var _ runGoGeneratePaymentsCharge = (*Payments).Charge
 func (e *emitter) guard(m *Method) jen.Code {
 	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context")}
 	if m.Mode == ModeAtomic {
@@ -396,8 +398,10 @@ func (e *emitter) guard(m *Method) jen.Code {
 	if m.Result != nil {
 		results = []jen.Code{e.typ(m.Result), jen.Error()}
 	}
-	return comment(fmt.Sprintf("The build fails here if %s no longer has the signature this file was generated from: run go generate.", m.Key)).Line().
-		Var().Id("_").Func().Params(params...).Params(results...).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name).Line()
+	return comment(fmt.Sprintf("%s is the signature of %s this file was generated from. The build fails", m.GuardType, m.Key),
+		"below, naming this type, if the method changes: run go generate.").Line().
+		Type().Id(m.GuardType).Func().Params(params...).Params(results...).Line().Line().
+		Var().Id("_").Id(m.GuardType).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name).Line()
 }
 
 // fingerprintFunc:
@@ -512,9 +516,11 @@ func orNone(s []string) string {
 }
 
 // structGuard makes the build fail when a fingerprinted struct gains, loses
-// or changes a field after generation:
+// or changes a field after generation, with an error that names the guard's
+// type ("cannot convert ChargeRequest{} (...) to type runGoGenerateChargeRequestFields"):
 //
-//	var _ = struct{ Amount int64; Currency string }(ChargeRequest{})
+//	type runGoGenerateChargeRequestFields struct{ Amount int64; Currency string }
+//	var _ = runGoGenerateChargeRequestFields(ChargeRequest{})
 func (e *emitter) structGuard(n *Named) jen.Code {
 	if n.Underlying.Kind != KindStruct {
 		return nil
@@ -524,8 +530,10 @@ func (e *emitter) structGuard(n *Named) jen.Code {
 			return nil
 		}
 	}
-	return comment(fmt.Sprintf("The build fails here if the fields of %s change: run go generate so that %s hashes them.", n.Type.Name, n.Helper)).Line().
-		Var().Id("_").Op("=").Add(e.typ(n.Underlying)).Parens(e.typ(n.Type).Values()).Line()
+	return comment(fmt.Sprintf("%s holds the fields of %s that %s was generated for. The build", n.GuardType, n.Type.Name, n.Helper),
+		"fails below, naming this type, if they change: run go generate so that "+n.Helper+" hashes them.").Line().
+		Type().Id(n.GuardType).Add(e.typ(n.Underlying)).Line().Line().
+		Var().Id("_").Op("=").Id(n.GuardType).Parens(e.typ(n.Type).Values()).Line()
 }
 
 // fpValue writes the statements that hash value v of type t.

@@ -103,21 +103,28 @@ func (e *emitter) inlineSweep(r *Receiver, m *Method) jen.Code {
 	).Line()
 }
 
-// inlineGuard:
+// inlineGuard: as guard, for the method and its lookup.
 //
-//	var _ func(*Shop, context.Context, pgx.Tx, OrderRequest) (Order, error) = (*Shop).CreateOrder
-//	var _ idem.InlineLookup[Order] = (*Shop)(nil).OrderByKey
+//	type runGoGenerateShopCreateOrder func(*Shop, context.Context, pgx.Tx, OrderRequest) (Order, error)
+//	type runGoGenerateShopOrderByKey func(*Shop, context.Context, pgx.Tx, idem.InlineKey) (Order, []byte, error)
+//	var _ runGoGenerateShopCreateOrder = (*Shop).CreateOrder
+//	var _ runGoGenerateShopOrderByKey = (*Shop).OrderByKey
 func (e *emitter) inlineGuard(m *Method) jen.Code {
 	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context"), jen.Qual(pgxPath, "Tx")}
 	for _, p := range m.Params {
 		params = append(params, e.typ(p.Type))
 	}
 	return jen.Add(
-		comment(fmt.Sprintf("The build fails here if %s or its lookup %s no longer has the signature this file was generated from: run go generate.", m.Key, m.Inline.Lookup)).Line(),
+		comment(fmt.Sprintf("%s and %s are the signatures of %s and its lookup %s this file was", m.GuardType, m.LookupGuardType, m.Key, m.Inline.Lookup),
+			"generated from. The build fails below, naming the type, if either changes: run go generate.").Line(),
+		jen.Type().Defs(
+			jen.Id(m.GuardType).Func().Params(params...).Params(e.typ(m.Result), jen.Error()),
+			jen.Id(m.LookupGuardType).Func().Params(jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context"), jen.Qual(pgxPath, "Tx"), jen.Qual(idemPath, "InlineKey")).
+				Params(e.typ(m.Result), jen.Index().Byte(), jen.Error()),
+		).Line().Line(),
 		jen.Var().Defs(
-			jen.Id("_").Func().Params(params...).Params(e.typ(m.Result), jen.Error()).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name),
-			jen.Id("_").Func().Params(jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context"), jen.Qual(pgxPath, "Tx"), jen.Qual(idemPath, "InlineKey")).
-				Params(e.typ(m.Result), jen.Index().Byte(), jen.Error()).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Inline.Lookup),
+			jen.Id("_").Id(m.GuardType).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name),
+			jen.Id("_").Id(m.LookupGuardType).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Inline.Lookup),
 		).Line(),
 	)
 }

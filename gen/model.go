@@ -69,6 +69,8 @@ type Method struct {
 	Inline *Inline // inline mode only
 
 	MethodVar       string // idemPaymentsCharge
+	GuardType       string // runGoGeneratePaymentsCharge: the signature guard's type, named so the compiler's error says what to do
+	LookupGuardType string // runGoGenerateShopOrderByKey (inline mode): the lookup's signature guard's type
 	FingerprintFunc string // fingerprintPaymentsCharge
 	SampleFixture   string // samplePaymentsChargeArgs
 	EffectFixture   string // countPaymentsChargeEffects when the package's tests declare it, else empty
@@ -147,6 +149,7 @@ type Named struct {
 	Type       *Type // the KindNamed reference
 	Underlying *Type
 	Helper     string // fpChargeRequest
+	GuardType  string // runGoGenerateChargeRequestFields: the field guard's type (structs)
 	// Recursive: the type reaches itself, so a value may be cyclic; the
 	// helper guards its pointers, slices and maps with Fingerprinter.Enter.
 	Recursive bool
