@@ -149,7 +149,9 @@ func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
 				}
 			}
 		}
-		planned, err := migrations.Plan(migrations.Config{Format: m.MigrationFormat, Table: m.Table, Methods: methods, Inline: inlineTables(m)}, existing)
+		// A package whose methods are all inline needs no ledger table.
+		planned, err := migrations.Plan(migrations.Config{Format: m.MigrationFormat, Table: m.Table, Methods: methods,
+			Inline: inlineTables(m), NoLedger: len(methods) == 0}, existing)
 		if err != nil {
 			return fmt.Errorf("plan migrations for %s: %w", m.Path, err)
 		}

@@ -101,3 +101,26 @@ func TestInlineSquawkFindsNothing(t *testing.T) {
 		t.Errorf("%s:%d: %s: %s", filepath.Base(f.File), f.Line, f.Rule, f.Message)
 	}
 }
+
+// TestInlineOnlyPlansNoLedger: when every method is inline, no ledger
+// migration is planned; the inline columns and index still are, and a ledger
+// migration already in the directory is kept.
+func TestInlineOnlyPlansNoLedger(t *testing.T) {
+	for _, format := range Formats() {
+		cfg := inlineCfg(format)
+		cfg.Methods, cfg.NoLedger = nil, true
+		out, err := Plan(cfg, userFiles(format))
+		require.NoError(t, err)
+		var all strings.Builder
+		for n, b := range out {
+			all.WriteString(n + "\n" + string(b))
+		}
+		assert.NotContains(t, all.String(), "idempotency_keys", "%s: no ledger table", format)
+		assert.Contains(t, all.String(), "CREATE UNIQUE INDEX CONCURRENTLY", "%s: the inline index", format)
+
+		withLedger := inlineScenario(t, format)
+		again, err := Plan(cfg, withLedger)
+		require.NoError(t, err)
+		assert.Equal(t, owned(withLedger), again, "%s: existing ledger migrations are kept, nothing new", format)
+	}
+}

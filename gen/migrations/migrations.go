@@ -52,6 +52,10 @@ type Config struct {
 	// Inline are the business tables of inline-mode methods: each gets its
 	// key columns and a partial unique index built concurrently.
 	Inline []InlineTable
+	// NoLedger says that no method needs the ledger (every method is
+	// inline): no ledger migration is planned. Ledger migrations already in
+	// the directory are kept as they are.
+	NoLedger bool
 	// LockTimeout is the lock_timeout set before every DDL statement,
 	// including CREATE INDEX CONCURRENTLY (default 5s).
 	LockTimeout time.Duration
@@ -115,9 +119,11 @@ func plan(cfg Config, schema ledger.Schema, existing map[string][]byte) (map[str
 	if err != nil {
 		return nil, err
 	}
-	steps, err := diff(cfg, schema, st)
-	if err != nil {
-		return nil, err
+	var steps []step
+	if !cfg.NoLedger {
+		if steps, err = diff(cfg, schema, st); err != nil {
+			return nil, err
+		}
 	}
 	out := make(map[string][]byte, len(st.owned)+4*len(steps))
 	for name := range st.owned {
