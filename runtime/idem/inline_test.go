@@ -440,3 +440,44 @@ func TestInlineRoundTrips(t *testing.T) {
 	assert.LessOrEqual(t, claim, base, "the claimed path costs no more round trips than the bare work")
 	assert.LessOrEqual(t, replay, int64(2), "a replay is at most two round trips")
 }
+
+// TestInlineInTxTwinsMeet: two callers run InlineInTx with the same key in
+// their own transactions at once. The first is held after its claim (inside
+// its caller's open transaction) until the twin is blocked on the unique
+// index (idemtest.Meeting); the twin then gets the index's violation, rolls
+// back to its savepoint, replays, and its caller's transaction goes on.
+func TestInlineInTxTwinsMeet(t *testing.T) {
+	db := idemtest.New(t, idemtest.WithoutLedger(), idemtest.WithSetup(ordersDDL(t)...))
+	meeting := idemtest.NewMeeting(db, 2)
+	s, err := idem.NewStore(db.Pool, idem.WithHooks(idem.Hooks{Claimed: func(ctx context.Context, _ idem.Event) { meeting.Claimed(ctx) }}))
+	require.NoError(t, err)
+	om := ordersMethod()
+	res := idemtest.Twins(t, func(i int) orderResult {
+		ctx, oc := idem.ContextWithOutcome(idemtest.Caller(keyed("twin"), i))
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			return orderResult{err: err}
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		o, err := idem.InlineInTx(ctx, s, tx, om, fp("book"), orderByKey, createOrder("book", 1))
+		if err != nil {
+			return orderResult{err: err}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO orders (item, qty) VALUES ('caller', 1)`); err != nil {
+			return orderResult{err: fmt.Errorf("the caller's transaction after the call: %w", err)}
+		}
+		return orderResult{o, tx.Commit(ctx), oc.Replayed()}
+	})
+	met, others := meeting.Met()
+	assert.Equal(t, 1, others)
+	assert.Equal(t, 1, met, "the twin was blocked on the index while the first held its claim")
+	require.NoError(t, res[0].err)
+	require.NoError(t, res[1].err)
+	assert.Equal(t, res[0].o, res[1].o)
+	assert.NotEqual(t, res[0].replayed, res[1].replayed, "exactly one twin is a replay")
+	var keyed, callers int
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FILTER (WHERE idempotency_key IS NOT NULL), count(*) FILTER (WHERE item = 'caller') FROM orders`).Scan(&keyed, &callers))
+	assert.Equal(t, 1, keyed, "one order carries the key")
+	assert.Equal(t, 2, callers, "both callers' transactions committed their own rows")
+}
