@@ -429,6 +429,16 @@ func (e *emitter) fingerprintFunc(m *Method) jen.Code {
 //
 //	func fpChargeRequest(f *idem.Fingerprinter, v ChargeRequest) { f.Field("Amount"); f.Int(int64(v.Amount)); ... }
 func (e *emitter) fingerprintHelper(n *Named) jen.Code {
+	params := jen.Params(jen.Id("f").Op("*").Qual(idemPath, "Fingerprinter"), jen.Id("v").Add(e.typ(n.Type)))
+	if n.Text {
+		// func fpNetipAddr(f *idem.Fingerprinter, v netip.Addr) { f.Text(v) }
+		arg := jen.Id("v")
+		if n.TextPtr {
+			arg = jen.Op("&").Id("v")
+		}
+		return comment(fmt.Sprintf("%s writes %s %s into a fingerprint by its text form (MarshalText): its fields are unexported in package %s.", n.Helper, article(n.Type.Name), n.Type.Name, path.Base(n.Type.PkgPath))).Line().
+			Func().Id(n.Helper).Add(params).Block(jen.Id("f").Dot("Text").Call(arg)).Line()
+	}
 	var hashed, left []string
 	if n.Underlying.Kind == KindStruct {
 		for _, fl := range n.Underlying.Fields {
@@ -460,8 +470,7 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 	e.cyclic = n.Recursive
 	body := e.fpValue(n.Underlying, v, 0)
 	e.cyclic = false
-	return comment(doc).Line().Func().Id(n.Helper).Params(jen.Id("f").Op("*").Qual(idemPath, "Fingerprinter"), jen.Id("v").Add(e.typ(n.Type))).
-		Block(body...).Line()
+	return comment(doc).Line().Func().Id(n.Helper).Add(params).Block(body...).Line()
 }
 
 // cycleGuard wraps the statements that write the contents of reference v (a
@@ -522,7 +531,7 @@ func orNone(s []string) string {
 //	type runGoGenerateChargeRequestFields struct{ Amount int64; Currency string }
 //	var _ = runGoGenerateChargeRequestFields(ChargeRequest{})
 func (e *emitter) structGuard(n *Named) jen.Code {
-	if n.Underlying.Kind != KindStruct {
+	if n.Text || n.Underlying.Kind != KindStruct {
 		return nil
 	}
 	for _, fl := range n.Underlying.Fields {

@@ -153,4 +153,8 @@ type Named struct {
 	// Recursive: the type reaches itself, so a value may be cyclic; the
 	// helper guards its pointers, slices and maps with Fingerprinter.Enter.
 	Recursive bool
+	// Text: another package's type with fields generated code cannot
+	// read, hashed by its MarshalText form (TextPtr: through a pointer
+	// receiver). Underlying is nil.
+	Text, TextPtr bool
 }

@@ -102,6 +102,17 @@ func (w *respWalk) check(t types.Type, pos token.Position, path string, addressa
 		if !(ok && (kb.Info()&types.IsString != 0 || kb.Info()&types.IsInteger != 0)) && !text {
 			return w.fail(pos, path, t, "its keys are neither strings, integers nor encoding.TextMarshaler")
 		}
+		// encoding/json decodes every key whose type has UnmarshalText
+		// through it, but encodes a string-kind key as the string itself
+		// and a key without a value-receiver MarshalText as a number.
+		if hasMethod(u.Key(), "UnmarshalText", true) {
+			switch {
+			case ok && kb.Info()&types.IsString != 0:
+				return w.failFix(pos, path, t, fmt.Sprintf("encoding/json writes its %s keys as plain strings but reads them back through UnmarshalText, which need not give the same key", w.rel(u.Key())), "use string keys (convert at the edges), or a key type without UnmarshalText")
+			case !hasMethod(u.Key(), "MarshalText", false):
+				return w.failFix(pos, path, t, fmt.Sprintf("encoding/json reads its %s keys back through UnmarshalText, but writes them as numbers (they have no value-receiver MarshalText)", w.rel(u.Key())), "give the key type a value-receiver MarshalText that UnmarshalText reverses, or use a key type without UnmarshalText")
+			}
+		}
 		return w.check(u.Elem(), pos, path+"[key]", false)
 	case *types.Struct:
 		return w.fields(u, pos, path, addressable)

@@ -148,6 +148,7 @@ type fpWalk struct {
 	nilDistinct bool     // some slice or map tells nil from empty
 	hasTime     bool     // some time.Time is hashed
 	emptyAlike  []string // paths tagged emptyisnil
+	text        []string // types hashed by their text form
 }
 
 // check walks t reached at path. stack holds the named types being walked,
@@ -190,6 +191,20 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 				w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(tt), Helper: w.b.helperName(obj)}
 			}
 			return true
+		}
+		if st, ok := u.Underlying().(*types.Struct); ok && obj.Pkg() != w.b.pkg {
+			if hidden, _ := w.hiddenFields(st); len(hidden) > 0 {
+				if ptr, ok := textMarshaler(u); ok {
+					// Another package's type whose fields generated code
+					// cannot read, hashed by its text form.
+					w.leaf(path, nil, "")
+					w.text = appendUnique(w.text, rel(u))
+					if w.b.named[key] == nil {
+						w.b.named[key] = &Named{Type: w.b.render(u), Helper: w.b.helperName(obj), Text: true, TextPtr: ptr}
+					}
+					return true
+				}
+			}
 		}
 		if stack[key] {
 			// Every named type on the way back to key is part of the
@@ -376,10 +391,46 @@ func (w *fpWalk) notes() []string {
 	if w.nilDistinct {
 		out = append(out, "A nil slice or map differs from an empty one, so a retry that sends [] or {} where the first request sent nothing is a mismatch; tag a field idem:\",emptyisnil\" to treat them alike.")
 	}
+	if len(w.text) > 0 {
+		if len(w.text) == 1 {
+			out = append(out, "A "+w.text[0]+" counts by its text form (MarshalText), the only part of it generated code can read.")
+		} else {
+			out = append(out, strings.Join(w.text[:len(w.text)-1], ", ")+" and "+w.text[len(w.text)-1]+" values count by their text form (MarshalText), the only part of them generated code can read.")
+		}
+	}
 	if len(w.emptyAlike) > 0 {
 		out = append(out, "Empty counts as nil (idem:\",emptyisnil\"): "+strings.Join(w.emptyAlike, ", ")+".")
 	}
 	return out
+}
+
+// textMarshaler reports whether n (or *n, ptr) has MarshalText() ([]byte,
+// error).
+func textMarshaler(n *types.Named) (ptr, ok bool) {
+	obj, _, _ := types.LookupFieldOrMethod(n, true, n.Obj().Pkg(), "MarshalText")
+	fn, isFunc := obj.(*types.Func)
+	if !isFunc {
+		return false, false
+	}
+	sig := fn.Type().(*types.Signature)
+	if sig.Params().Len() != 0 || sig.Results().Len() != 2 {
+		return false, false
+	}
+	b, isSlice := sig.Results().At(0).Type().(*types.Slice)
+	if !isSlice || !types.Identical(b.Elem(), types.Typ[types.Byte]) || !types.Identical(sig.Results().At(1).Type(), types.Universe.Lookup("error").Type()) {
+		return false, false
+	}
+	_, ptr = sig.Recv().Type().(*types.Pointer)
+	return ptr, true
+}
+
+func appendUnique(list []string, s string) []string {
+	for _, have := range list {
+		if have == s {
+			return list
+		}
+	}
+	return append(list, s)
 }
 
 // timeType returns time.Time when n is a defined type over time.Time's

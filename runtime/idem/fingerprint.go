@@ -1,7 +1,9 @@
 package idem
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
 	"hash"
 	"math"
@@ -91,6 +93,25 @@ func (f *Fingerprinter) Float(v float64) { f.tag('f', math.Float64bits(v)) }
 func (f *Fingerprinter) Time(t time.Time) {
 	f.Int(t.Unix())
 	f.Int(int64(t.Nanosecond()))
+}
+
+// Text writes v by its text form, for another package's type whose fields
+// generated code cannot read (netip.Addr): values with equal text
+// fingerprint equal. When MarshalText fails, Text writes 32 random bytes
+// instead, so the fingerprint matches no other request: such a call runs,
+// and a retry of it is refused as a mismatch rather than answered with the
+// response of a request that may differ.
+func (f *Fingerprinter) Text(v encoding.TextMarshaler) {
+	b, err := v.MarshalText()
+	if err != nil {
+		var unique [32]byte
+		_, _ = rand.Read(unique[:]) // crypto/rand.Read never fails
+		f.tag('E', uint64(len(unique)))
+		f.h.Write(unique[:])
+		return
+	}
+	f.tag('x', uint64(len(b)))
+	f.h.Write(b)
 }
 
 // Bool writes a boolean.
