@@ -216,7 +216,9 @@ func TestMatrix(t *testing.T) {
 	require.NoError(t, err)
 	support = []byte(strings.Replace(string(support), "package support", "package m", 1))
 	require.NoError(t, os.WriteFile(filepath.Join(ok, "m", "support_test.go"), support, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(ok, "m", "matrix_test.go"), propertyTests(groups), 0o644))
+	wrappers, err := os.ReadFile(filepath.Join(ok, "m", gen.GoFile))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(ok, "m", "matrix_test.go"), propertyTests(groups, string(wrappers)), 0o644))
 	for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./m", "-args", "-rapid.checks=" + checks}} {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = ok
@@ -256,10 +258,34 @@ func setSection(ar *txtar.Archive, name, data string) {
 	}
 }
 
+// The sentences of a wrapper's doc comment on nil and empty (gen's notes).
+const (
+	docNilDiffers = "A nil slice or map differs from an empty one"
+	docEmptyIsNil = "Empty counts as nil (idem:\",emptyisnil\")"
+)
+
+// docOf returns the doc comment above the line of src that starts with decl.
+func docOf(src, decl string) string {
+	lines := strings.Split(src, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, decl) {
+			continue
+		}
+		j := i
+		for j > 0 && strings.HasPrefix(lines[j-1], "//") {
+			j--
+		}
+		return strings.Join(lines[j:i], "\n")
+	}
+	return ""
+}
+
 // propertyTests writes, per accepted case, a rapid property: responses
 // replay deep-equal to the first answer; requests fingerprint equal exactly
-// when they are the same request, whatever order their maps were built in.
-func propertyTests(groups []*group) []byte {
+// when they are the same request, whatever order their maps were built in,
+// and a request with its nil slices and maps made empty fingerprints as the
+// wrapper's doc comment (in wrappers, the generated file) says.
+func propertyTests(groups []*group, wrappers string) []byte {
 	var b strings.Builder
 	b.WriteString(`package m
 
@@ -300,7 +326,11 @@ func replays[R any](t *testing.T, svc *Svc, name string, call func(ctx context.C
 	})
 }
 
-func fingerprints[Q any](t *testing.T, fp func(Q) []byte) {
+func fingerprints[Q any](t *testing.T, fp func(Q) []byte, docDiffers, docEmptyIsNil bool) {
+	differs, tagged := NilDiffers[Q]()
+	if docDiffers != differs || docEmptyIsNil != tagged {
+		t.Fatalf("the doc comment says nil differs from empty: %v, some field is emptyisnil: %v; the type says %v, %v", docDiffers, docEmptyIsNil, differs, tagged)
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		a, b := Draw[Q](rt), Draw[Q](rt)
 		if !bytes.Equal(fp(a), fp(Copy(a))) {
@@ -308,6 +338,13 @@ func fingerprints[Q any](t *testing.T, fp func(Q) []byte) {
 		}
 		if Same(a, b) != bytes.Equal(fp(a), fp(b)) {
 			rt.Fatalf("same request = %v, but equal fingerprints = %v:\n%#v\n%#v", Same(a, b), !Same(a, b), a, b)
+		}
+		e := Emptied(a) // the retry that sends [] or {} where a sent nothing
+		if Same(a, e) != bytes.Equal(fp(a), fp(e)) {
+			rt.Fatalf("nil and empty: the same request as documented = %v, but equal fingerprints = %v:\n%#v\n%#v", Same(a, e), !Same(a, e), a, e)
+		}
+		if !docDiffers && !bytes.Equal(fp(a), fp(e)) {
+			rt.Fatalf("the doc comment says nothing of nil and empty, but making them empty changes the fingerprint:\n%#v\n%#v", a, e)
 		}
 	})
 }
@@ -330,7 +367,9 @@ func TestMatrix(t *testing.T) {
 			if c.side == "resp" {
 				fmt.Fprintf(&b, "\tt.Run(%q, func(t *testing.T) { replays(t, svc, %q, func(ctx context.Context) (%s, error) { return w.Do%s(ctx, 1) }) })\n", c.group+"/"+c.name, c.name, c.name, c.name)
 			} else {
-				fmt.Fprintf(&b, "\tt.Run(%q, func(t *testing.T) { fingerprints(t, fingerprintSvcDo%s) })\n", c.group+"/"+c.name, c.name)
+				doc := docOf(wrappers, "func (w *IdempotentSvc) Do"+c.name+"(")
+				fmt.Fprintf(&b, "\tt.Run(%q, func(t *testing.T) { fingerprints(t, fingerprintSvcDo%s, %t, %t) })\n", c.group+"/"+c.name, c.name,
+					strings.Contains(doc, docNilDiffers), strings.Contains(doc, docEmptyIsNil))
 			}
 		}
 	}

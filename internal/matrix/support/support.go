@@ -4,7 +4,10 @@
 package support
 
 import (
+	"bytes"
+	"encoding"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/big"
 	"net/netip"
@@ -198,6 +201,25 @@ func copyValue(dst, src reflect.Value) {
 	}
 }
 
+// textOf returns the MarshalText form of a struct with unexported fields
+// (netip.Addr, big.Int): what the fingerprint hashes of it.
+func textOf(v reflect.Value) ([]byte, bool) {
+	if v.Kind() != reflect.Struct || exportedOnly(v.Type()) {
+		return nil, false
+	}
+	p := reflect.New(v.Type())
+	p.Elem().Set(v)
+	m, ok := p.Interface().(encoding.TextMarshaler)
+	if !ok {
+		return nil, false
+	}
+	b, err := m.MarshalText()
+	if err != nil {
+		panic(fmt.Sprintf("MarshalText of a drawn %s: %v", v.Type(), err))
+	}
+	return b, true
+}
+
 func exportedOnly(t reflect.Type) bool {
 	for i := range t.NumField() {
 		if !t.Field(i).IsExported() {
@@ -208,13 +230,20 @@ func exportedOnly(t reflect.Type) bool {
 }
 
 // Same reports whether two requests are the same request as the
-// fingerprint defines it: floats by their bits, times by their instant,
-// nil and empty distinct, fields tagged idem:"-" ignored.
-func Same(a, b any) bool { return same(reflect.ValueOf(a), reflect.ValueOf(b)) }
+// generated doc comments define it: floats by their bits, times by their
+// instant, types with unexported fields by their text form, a nil slice or
+// map distinct from an empty one unless its field is tagged
+// idem:",emptyisnil", fields tagged idem:"-" ignored.
+func Same(a, b any) bool { return same(reflect.ValueOf(a), reflect.ValueOf(b), false) }
 
-func same(a, b reflect.Value) bool {
+// same compares a and b; emptyIsNil: they are a field tagged emptyisnil.
+func same(a, b reflect.Value, emptyIsNil bool) bool {
 	if a.Type() == timeType {
 		return a.Interface().(time.Time).Equal(b.Interface().(time.Time))
+	}
+	if ta, ok := textOf(a); ok {
+		tb, _ := textOf(b)
+		return bytes.Equal(ta, tb)
 	}
 	switch a.Kind() {
 	case reflect.Float32, reflect.Float64:
@@ -223,15 +252,18 @@ func same(a, b reflect.Value) bool {
 		if a.IsNil() || b.IsNil() {
 			return a.IsNil() == b.IsNil()
 		}
-		return same(a.Elem(), b.Elem())
+		return same(a.Elem(), b.Elem(), false)
 	case reflect.Slice, reflect.Map:
+		if emptyIsNil && a.Len() == 0 && b.Len() == 0 {
+			return true
+		}
 		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
 			return false
 		}
 		if a.Kind() == reflect.Map {
 			for _, k := range a.MapKeys() {
 				bv := b.MapIndex(k)
-				if !bv.IsValid() || !same(a.MapIndex(k), bv) {
+				if !bv.IsValid() || !same(a.MapIndex(k), bv, false) {
 					return false
 				}
 			}
@@ -240,7 +272,7 @@ func same(a, b reflect.Value) bool {
 		fallthrough
 	case reflect.Array:
 		for i := range a.Len() {
-			if !same(a.Index(i), b.Index(i)) {
+			if !same(a.Index(i), b.Index(i), false) {
 				return false
 			}
 		}
@@ -254,7 +286,7 @@ func same(a, b reflect.Value) bool {
 			if !f.IsExported() {
 				continue
 			}
-			if !same(a.Field(i), b.Field(i)) {
+			if !same(a.Field(i), b.Field(i), f.Tag.Get("idem") == ",emptyisnil") {
 				return false
 			}
 		}
@@ -262,3 +294,109 @@ func same(a, b reflect.Value) bool {
 	}
 	return a.Equal(b)
 }
+
+// Emptied returns a deep copy of v in which every nil slice and map is
+// empty instead: the retry that sends [] or {} where the first request
+// sent nothing.
+func Emptied[T any](v T) T {
+	out := Copy(v)
+	empty(reflect.ValueOf(&out).Elem())
+	return out
+}
+
+func empty(v reflect.Value) {
+	if v.Type() == timeType {
+		return
+	}
+	if _, ok := textOf(v); ok {
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			empty(v.Elem())
+		}
+	case reflect.Slice:
+		if v.IsNil() {
+			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+		}
+		for i := range v.Len() {
+			empty(v.Index(i))
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			empty(v.Index(i))
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			v.Set(reflect.MakeMap(v.Type()))
+		}
+		iter := v.MapRange()
+		for iter.Next() {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(iter.Value())
+			empty(e)
+			v.SetMapIndex(iter.Key(), e)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				empty(v.Field(i))
+			}
+		}
+	}
+}
+
+// NilDiffers reports whether the rule the generated doc comment must
+// state applies to T: some slice or map that a request of type T can hold
+// (not behind idem:"-") tells nil from empty, because its field is not
+// tagged idem:",emptyisnil". Tagged reports whether some field is tagged.
+func NilDiffers[T any]() (differs, tagged bool) {
+	var r rule
+	r.walk(reflect.TypeFor[T](), false, map[reflect.Type]bool{})
+	return r.differs, r.tagged
+}
+
+type rule struct{ differs, tagged bool }
+
+func (r *rule) walk(t reflect.Type, emptyIsNil bool, seen map[reflect.Type]bool) {
+	if t == timeType || t.Kind() == reflect.Struct && !exportedOnly(t) && reflect.PointerTo(t).Implements(textMarshalerType) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Map:
+		if !emptyIsNil {
+			r.differs = true
+		}
+		if seen[t] {
+			return
+		}
+		seen[t] = true
+		if t.Kind() == reflect.Map {
+			r.walk(t.Key(), false, seen)
+		}
+		r.walk(t.Elem(), false, seen)
+	case reflect.Pointer, reflect.Array:
+		if seen[t] {
+			return
+		}
+		seen[t] = true
+		r.walk(t.Elem(), false, seen)
+	case reflect.Struct:
+		if seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := f.Tag.Get("idem")
+			if tag == "-" || f.Name == "_" {
+				continue
+			}
+			r.tagged = r.tagged || tag == ",emptyisnil"
+			r.walk(f.Type, tag == ",emptyisnil", seen)
+		}
+	}
+}
+
+var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
