@@ -59,7 +59,8 @@ func (b *builder) inline(d *Directive, m *Method, recv *types.Named, sig *types.
 	}
 	res := sig.Results()
 	if res.Len() != 2 {
-		b.e.add(d.Pos, "-inline needs %s to return (R, error): the lookup rebuilds R from the row a retry finds", m.Key)
+		b.e.add(d.Pos, "-inline needs %s to return (R, error): a retry is answered by the lookup from the row the first request wrote, "+
+			"so return what it wrote (the row, or its id) for the lookup to read back; a method that returns only an error keeps its key in the ledger (drop -inline and -lookup)", m.Key)
 		return false
 	}
 	recvName := "s *" + recv.Obj().Name()
