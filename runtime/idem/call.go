@@ -96,10 +96,11 @@ func settle[R any](ctx context.Context, s *Store, m *Method[R], c call, r ledger
 		return zero, &MismatchError{Method: c.method, Key: c.key, Stored: r.fingerprint, Got: c.fp}
 	}
 	if r.status != StatusDone {
-		retry := time.Second
+		lockLeft := time.Second
 		if r.lockedUntil != nil {
-			retry = max(r.lockedUntil.Sub(r.now), time.Second)
+			lockLeft = r.lockedUntil.Sub(r.now)
 		}
+		retry := s.recent.retryAfter(c.method, lockLeft)
 		s.hook(ctx, s.cfg.hooks.InProgress, c.event())
 		return zero, &InProgressError{Method: c.method, Key: c.key, RetryAfter: retry}
 	}

@@ -163,6 +163,7 @@ func runExternal[R any](ctx context.Context, s *Store, m *Method[R], ex *executi
 	}()
 	ev := c.event()
 	ev.Fence, ev.Duration, ev.Err = ex.fence, time.Since(start), berr
+	s.recent.observe(c.method, ev.Duration)
 	s.hook(ctx, s.cfg.hooks.Executed, ev)
 
 	// Finalise even if the caller has gone: the side effect happened. The

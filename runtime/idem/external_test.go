@@ -313,3 +313,36 @@ func TestExternalHeartbeatKeepsLock(t *testing.T) {
 	close(release)
 	require.NoError(t, <-done)
 }
+
+// TestInProgressRetryAfterFollowsRecentDurations: once the method has run,
+// a twin is told to come back after its typical duration (here the one body
+// that ran, read from the Executed hook), not after the whole 30s lock; the
+// store's clock is frozen, so the lock's time left is exactly the timeout.
+func TestInProgressRetryAfterFollowsRecentDurations(t *testing.T) {
+	var ran atomic.Int64 // the first body's duration
+	e := newEnv(t, idem.WithHooks(idem.Hooks{Executed: func(_ context.Context, ev idem.Event) {
+		ran.CompareAndSwap(0, int64(ev.Duration))
+	}}))
+	b := newBank(t)
+	m := payoutMethod()
+	_, err := idem.External(keyed("before"), e.store, m, payFp("100"), b.payout)
+	require.NoError(t, err)
+	require.NotZero(t, ran.Load())
+
+	b.mu.Lock()
+	b.hold = make(chan struct{})
+	b.mu.Unlock()
+	first := make(chan error, 1)
+	go func() {
+		_, err := idem.External(keyed("p"), e.store, m, payFp("100"), b.payout)
+		first <- err
+	}()
+	require.Eventually(t, func() bool { return b.calls.Load() == 2 }, 10*time.Second, time.Millisecond)
+	_, err = idem.External(keyed("p"), e.store, m, payFp("100"), b.payout)
+	var ip *idem.InProgressError
+	require.ErrorAs(t, err, &ip)
+	want := max(min(time.Duration(ran.Load()), lockTimeout), time.Second)
+	assert.Equal(t, want, ip.RetryAfter, "the typical duration, capped by the lock, at least 1s")
+	close(b.hold)
+	require.NoError(t, <-first)
+}

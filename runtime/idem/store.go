@@ -149,6 +149,7 @@ type Store struct {
 	cfg    config
 	ledger Ledger
 	q      queries
+	recent *recentDurations // body durations per method, for RetryAfter
 }
 
 // NewStore returns a Store over pool (a *pgxpool.Pool, or a type wrapping
@@ -185,7 +186,7 @@ func NewStore(pool Pool, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idem: NewStore: %w", err)
 	}
-	return &Store{pool: pool, cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted())}, nil
+	return &Store{pool: pool, cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted()), recent: &recentDurations{}}, nil
 }
 
 func (c config) validate() error {

@@ -279,7 +279,7 @@ func (p *player) slowPayout(ctx context.Context) error {
 		"the twin is told to come back later (409 with Retry-After), not run a second time"); err != nil {
 		return err
 	}
-	p.printf("   Retry-After is the time left on A's lock, an upper bound; B retries once A has answered.\n")
+	p.printf("   Retry-After is the time left on A's lock (no payout has finished yet to estimate a duration from); B retries once A has answered.\n")
 
 	p.printf("   waiting for the bank")
 	stop = Dots(p.w, 250*time.Millisecond)
