@@ -50,7 +50,7 @@ func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []by
 	if err != nil {
 		return zero, err
 	}
-	setReplayed(ctx, false)
+	startOutcome(ctx, m.retention(s))
 	for attempt := 1; ; attempt++ {
 		out, err := atomicAttempt(ctx, s, m, c, body)
 		if err == nil || attempt >= s.cfg.maxAttempts ||
@@ -293,7 +293,7 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	if err != nil {
 		return zero, err
 	}
-	setReplayed(ctx, false)
+	startOutcome(ctx, m.retention(s))
 
 	// The savepoint, the claim and the read travel in one round trip, as in
 	// Atomic.

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"sync/atomic"
+	"time"
 )
 
 type ctxKey int
@@ -42,18 +43,34 @@ func ScopeFrom(ctx context.Context) string {
 // HTTP middleware sets the Idempotent-Replayed header from it) attach one with
 // ContextWithOutcome before the call. It is safe for concurrent use.
 type Outcome struct {
-	replayed atomic.Bool
+	replayed  atomic.Bool
+	retention atomic.Int64 // time.Duration
 }
 
 // Replayed reports whether the last call made with the context returned a
 // stored response instead of running the method.
 func (o *Outcome) Replayed() bool { return o.replayed.Load() }
 
+// Retention returns the retention window of the method the last call made
+// with the context called (0 before any call): its key is remembered for
+// that long after the first request made with it, and a request sent later
+// under the key is treated as new. The HTTP middleware advertises it.
+func (o *Outcome) Retention() time.Duration { return time.Duration(o.retention.Load()) }
+
 // ContextWithOutcome returns a context that records the outcome of idempotent calls
 // made with it into the returned *Outcome.
 func ContextWithOutcome(ctx context.Context) (context.Context, *Outcome) {
 	o := &Outcome{}
 	return context.WithValue(ctx, outcomeCtx, o), o
+}
+
+// startOutcome resets ctx's Outcome, if any, for a call of a method whose
+// retention window is retention.
+func startOutcome(ctx context.Context, retention time.Duration) {
+	if o, ok := ctx.Value(outcomeCtx).(*Outcome); ok {
+		o.replayed.Store(false)
+		o.retention.Store(int64(retention))
+	}
 }
 
 func setReplayed(ctx context.Context, replayed bool) {

@@ -74,7 +74,7 @@ func External[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []
 	if err != nil {
 		return zero, err
 	}
-	setReplayed(ctx, false)
+	startOutcome(ctx, m.retention(s))
 	wait := 50 * time.Millisecond
 	var waited error // the in-progress answer being waited out
 	for attempt := 1; ; attempt++ {

@@ -162,7 +162,7 @@ func Inline[R any](ctx context.Context, s *Store, m *InlineMethod[R], fingerprin
 	if err != nil {
 		return zero, err
 	}
-	setReplayed(ctx, false)
+	startOutcome(ctx, m.retention(s))
 	for attempt := 1; ; attempt++ {
 		out, err := inlineAttempt(ctx, s, m, q, c, lookup, body)
 		if err == nil || attempt >= s.cfg.maxAttempts ||
@@ -322,7 +322,7 @@ func InlineInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod
 	if err != nil {
 		return zero, err
 	}
-	setReplayed(ctx, false)
+	startOutcome(ctx, m.retention(s))
 
 	const sp = "idem_inline"
 	itx := newInlineTx(tx.Conn(), tx, q.schema, func(context.Context) (pgx.Tx, error) { return tx, nil }, "SAVEPOINT "+sp)

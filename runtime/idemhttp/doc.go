@@ -7,7 +7,8 @@
 // account, so keys never cross tenants) and an [idem.Outcome]. Handlers then
 // call idemgen-generated methods with the request's context; when such a call
 // replays a stored response, the middleware adds Idempotent-Replayed: true to
-// the response.
+// the response, and every response after such a call carries
+// Idempotency-Key-Retention, the seconds the key is kept ([HeaderRetention]).
 //
 // The header is accepted in the draft's Structured Field string form
 // ("8e03978e-40d5-43e8-bc93-6894a57f9324", RFC 8941 sf-string with \" and \\

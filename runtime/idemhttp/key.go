@@ -14,6 +14,23 @@ const HeaderKey = "Idempotency-Key"
 // replay of a stored one.
 const HeaderReplayed = "Idempotent-Replayed"
 
+// HeaderRetention is the response header that says how long the server
+// remembers the key: the retention window of the operation, in whole seconds
+// (rounded up), counted from the first request sent with the key. A retry
+// sent later under the key is treated as a new request.
+//
+// The draft leaves expiry to each API's documentation (section
+// "Idempotency Key Validity and Expiry"); its working group's open issue on
+// advertising it in a response header (ietf-wg-httpapi/idempotency#35)
+// proposes a period, as here. A period counted from the client's own first
+// attempt needs no agreement between the client's and the server's clocks,
+// and it is the same on the first response and on every replay, where an
+// absolute time would have to be read back from the stored row. As that
+// issue notes, a client whose first response was lost has not seen the
+// header: the window is documented too (the retention in the generated
+// method's doc comment).
+const HeaderRetention = "Idempotency-Key-Retention"
+
 // ParseKey parses the values of the Idempotency-Key header (as returned by
 // http.Header.Values) and validates the key with p.
 //

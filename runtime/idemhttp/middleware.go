@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -84,7 +86,9 @@ var ErrNoScope = errors.New("idemhttp: New: set Config.Scope to the function tha
 //   - calls the next handler with a context carrying the key (idem.ContextWithKey),
 //     the scope (idem.ContextWithScope) and an idem.Outcome (idem.ContextWithOutcome);
 //   - adds Idempotent-Replayed: true to the response if the idempotent call
-//     the handler made with that context replayed a stored response.
+//     the handler made with that context replayed a stored response, and
+//     Idempotency-Key-Retention (HeaderRetention) with the called method's
+//     retention window in seconds once the handler made such a call.
 //
 // The header is added when the handler first writes the status, the body or
 // flushes, so the handler must make its idempotent call before writing. The
@@ -150,7 +154,7 @@ func New(cfg Config) func(http.Handler) http.Handler {
 			}
 			ctx = idem.ContextWithKey(ctx, key)
 			ctx, outcome := idem.ContextWithOutcome(ctx)
-			rw := &responseWriter{ResponseWriter: w, replayed: outcome.Replayed}
+			rw := &responseWriter{ResponseWriter: w, replayed: outcome.Replayed, retention: outcome.Retention}
 			next.ServeHTTP(rw, r.WithContext(ctx))
 			rw.finish()
 		})
@@ -173,20 +177,27 @@ func writeScopeError(w http.ResponseWriter, r *http.Request, err error) {
 	})
 }
 
-// responseWriter adds Idempotent-Replayed: true before the final status is
-// written, if the idempotent call replayed.
+// responseWriter adds Idempotent-Replayed: true (if the idempotent call
+// replayed) and Idempotency-Key-Retention (once a call was made) before the
+// final status is written.
 type responseWriter struct {
 	http.ResponseWriter
 	replayed    func() bool
-	wroteHeader bool // the final (non-1xx) status has been written
+	retention   func() time.Duration // nil: none advertised
+	wroteHeader bool                 // the final (non-1xx) status has been written
 }
 
-// stamp sets the replay header once, just before the final status goes out.
+// stamp sets the headers once, just before the final status goes out.
 func (w *responseWriter) stamp() {
 	if w.wroteHeader {
 		return
 	}
 	w.wroteHeader = true
+	if w.retention != nil {
+		if d := w.retention(); d > 0 {
+			w.ResponseWriter.Header().Set(HeaderRetention, strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+		}
+	}
 	if w.replayed() {
 		w.ResponseWriter.Header().Set(HeaderReplayed, "true")
 	}

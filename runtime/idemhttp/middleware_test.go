@@ -105,6 +105,7 @@ func TestMiddlewareAcceptsKey(t *testing.T) {
 			assert.Equal(t, tt.want, s.key)
 			assert.Empty(t, s.scope, "no scope function, no scope")
 			assert.Empty(t, w.Header().Values(idemhttp.HeaderReplayed), "not a replay")
+			assert.Empty(t, w.Header().Values(idemhttp.HeaderRetention), "no idempotent call was made")
 			assert.Equal(t, "created", w.Body.String())
 		})
 	}

@@ -130,11 +130,12 @@ func defaultStore(t *testing.T) func(db *idemtest.DB) *idem.Store {
 }
 
 type reply struct {
-	status   int
-	replayed []string
-	retry    string
-	ctype    string
-	body     string
+	status    int
+	replayed  []string
+	retry     string
+	retention string // Idempotency-Key-Retention
+	ctype     string
+	body      string
 }
 
 func (a *api) post(t *testing.T, path, account, key string, amount int64) reply {
@@ -162,11 +163,12 @@ func (a *api) send(ctx context.Context, path, account, key string, amount int64)
 		return reply{}, fmt.Errorf("read body of POST %s: %w", path, err)
 	}
 	return reply{
-		status:   resp.StatusCode,
-		replayed: resp.Header.Values(idemhttp.HeaderReplayed),
-		retry:    resp.Header.Get("Retry-After"),
-		ctype:    resp.Header.Get("Content-Type"),
-		body:     string(body),
+		status:    resp.StatusCode,
+		replayed:  resp.Header.Values(idemhttp.HeaderReplayed),
+		retry:     resp.Header.Get("Retry-After"),
+		retention: resp.Header.Get(idemhttp.HeaderRetention),
+		ctype:     resp.Header.Get("Content-Type"),
+		body:      string(body),
 	}, nil
 }
 
@@ -192,11 +194,13 @@ func TestReplayOverHTTP(t *testing.T) {
 	first := a.post(t, "/charges", "acct_1", `"ch-1"`, 500)
 	require.Equal(t, http.StatusCreated, first.status, first.body)
 	assert.Empty(t, first.replayed, "the first response is not a replay")
+	assert.Equal(t, "86400", first.retention, "the key is kept for the store's default retention, 24h")
 
 	again := a.post(t, "/charges", "acct_1", "ch-1", 500) // same key, bare form
 	require.Equal(t, http.StatusCreated, again.status, again.body)
 	assert.Equal(t, []string{"true"}, again.replayed)
 	assert.Equal(t, first.body, again.body, "the replay is the stored response")
+	assert.Equal(t, "86400", again.retention, "a replay advertises the same window")
 	assert.Equal(t, int64(1), a.executed.Load())
 	assert.Equal(t, 1, a.count(t))
 
@@ -210,6 +214,7 @@ func TestReplayOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, mismatch.status)
 	assert.Equal(t, idemhttp.TypeMismatch, problemOf(t, mismatch).Type)
 	assert.Empty(t, mismatch.replayed)
+	assert.Equal(t, "86400", mismatch.retention)
 	assert.Equal(t, 2, a.count(t))
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -92,4 +93,18 @@ func TestResponseWriterUnwrap(t *testing.T) {
 	plain := &responseWriter{ResponseWriter: struct{ http.ResponseWriter }{rec}, replayed: func() bool { return false }}
 	assert.ErrorIs(t, http.NewResponseController(plain).Flush(), http.ErrNotSupported)
 	assert.NotPanics(t, plain.Flush)
+}
+
+// The retention is advertised in whole seconds, rounded up, and only once an
+// idempotent call reported one.
+func TestRetentionHeader(t *testing.T) {
+	for _, tt := range []struct {
+		retention time.Duration
+		want      string
+	}{{48 * time.Hour, "172800"}, {90*time.Second + time.Millisecond, "91"}, {0, ""}} {
+		rec := httptest.NewRecorder()
+		w := &responseWriter{ResponseWriter: rec, replayed: func() bool { return false }, retention: func() time.Duration { return tt.retention }}
+		w.WriteHeader(http.StatusCreated)
+		assert.Equal(t, tt.want, rec.Header().Get(HeaderRetention), "retention %s", tt.retention)
+	}
 }
