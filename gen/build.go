@@ -129,6 +129,9 @@ type builder struct {
 	fixtures    []fixtureWant
 	fixtureSeen map[string]bool
 	invalid     bool // an annotated signature holds a type that did not type-check
+
+	referred map[string]bool // files declaring what the generated code refers to (see refer)
+	walked   map[types.Type]bool
 }
 
 // Build checks every idemgen directive of a loaded package and returns its
@@ -162,7 +165,8 @@ func build(l *loaded) (*Package, ErrorList) {
 		ds = append(ds, f.d)
 	}
 	st := mergeSettings(ds, e)
-	b := &builder{l: l, pkg: p.Types, e: e, named: map[string]*Named{}, fixtureSeen: map[string]bool{}}
+	b := &builder{l: l, pkg: p.Types, e: e, named: map[string]*Named{}, fixtureSeen: map[string]bool{},
+		referred: map[string]bool{}, walked: map[types.Type]bool{}}
 	b.names = newNamer(p.Types.Scope())
 	dir := ""
 	if len(p.GoFiles) > 0 {
@@ -225,6 +229,13 @@ func build(l *loaded) (*Package, ErrorList) {
 		reportBuildErrors(e, p, typeErrs)
 		return nil, e.list
 	}
+	files := sortedKeys(b.referred)
+	c, err := combinedConstraint(files)
+	if err != nil {
+		e.add(positionOf(files[0]), "%v", err)
+		return nil, e.list
+	}
+	m.Constraint = c
 	b.allocateNames()
 	if m.Tests {
 		b.checkFixtures()
@@ -314,6 +325,19 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 	if recv.TypeParams().Len() > 0 {
 		b.e.add(namePos, "%s has a generic receiver %s: idemgen wraps methods of non-generic types only; move the method to a concrete type", decl.Name.Name, recv.Obj().Name())
 		return nil
+	}
+	b.referObj(fn)
+	b.refer(recv)
+	b.refer(sig)
+	if d.Lookup != "" {
+		if obj, _, _ := types.LookupFieldOrMethod(recv, true, b.pkg, d.Lookup); obj != nil {
+			b.referObj(obj)
+		}
+	}
+	for _, n := range d.FinalErrors {
+		if obj := b.pkg.Scope().Lookup(n); obj != nil {
+			b.referObj(obj)
+		}
 	}
 	m := &Method{
 		Receiver: recv.Obj().Name(), Name: fn.Name(), Pos: d.Pos.String(),
@@ -611,4 +635,67 @@ func formatDuration(d time.Duration) string {
 		}
 	}
 	return s
+}
+
+// referObj records the file that declares obj, when it is in the package
+// being generated: the generated files' build constraint includes that
+// file's (combinedConstraint).
+func (b *builder) referObj(obj types.Object) {
+	if obj == nil || obj.Pkg() != b.pkg || !obj.Pos().IsValid() {
+		return
+	}
+	if f := b.l.pkg.Fset.Position(obj.Pos()).Filename; f != "" {
+		b.referred[f] = true
+	}
+}
+
+// refer records the files declaring the package's own types that t is
+// built from.
+func (b *builder) refer(t types.Type) {
+	if t == nil || b.walked[t] {
+		return
+	}
+	b.walked[t] = true
+	switch u := t.(type) {
+	case *types.Alias:
+		b.referObj(u.Obj())
+		b.refer(types.Unalias(u))
+	case *types.Named:
+		b.referObj(u.Obj())
+		for i := 0; i < u.TypeArgs().Len(); i++ {
+			b.refer(u.TypeArgs().At(i))
+		}
+		if u.Obj().Pkg() == b.pkg {
+			b.refer(u.Underlying())
+		}
+	case *types.Pointer:
+		b.refer(u.Elem())
+	case *types.Slice:
+		b.refer(u.Elem())
+	case *types.Array:
+		b.refer(u.Elem())
+	case *types.Chan:
+		b.refer(u.Elem())
+	case *types.Map:
+		b.refer(u.Key())
+		b.refer(u.Elem())
+	case *types.Struct:
+		for i := 0; i < u.NumFields(); i++ {
+			b.refer(u.Field(i).Type())
+		}
+	case *types.Tuple:
+		for i := 0; i < u.Len(); i++ {
+			b.refer(u.At(i).Type())
+		}
+	case *types.Signature:
+		b.refer(u.Params())
+		b.refer(u.Results())
+	case *types.Interface:
+		for i := 0; i < u.NumEmbeddeds(); i++ {
+			b.refer(u.EmbeddedType(i))
+		}
+		for i := 0; i < u.NumExplicitMethods(); i++ {
+			b.refer(u.ExplicitMethod(i).Type())
+		}
+	}
 }

@@ -30,6 +30,9 @@ func newEmitter(m *Package) *emitter {
 func newFile(m *Package) *jen.File {
 	f := jen.NewFilePathName(m.Path, m.Name)
 	f.HeaderComment(Header)
+	if m.Constraint != "" {
+		f.HeaderComment("//go:build " + m.Constraint)
+	}
 	f.ImportName("context", "context")
 	f.ImportName("time", "time")
 	f.ImportName("errors", "errors")

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,12 +72,20 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 		patterns = []string{"."}
 	}
 	pkgs, err := load(ctx, dir, patterns, cfg.Tags)
+	var list ErrorList
+	if errors.As(err, &list) {
+		return nil, list.Relative(dir)
+	}
 	if err != nil {
 		return nil, err
 	}
-	out := &Output{Files: map[string][]byte{}, Loads: 1}
+	out := &Output{Files: map[string][]byte{}, Loads: pkgs[0].loads}
 	var all ErrorList
 	for _, l := range pkgs {
+		if l.problem != nil {
+			all = append(all, l.problem)
+			continue
+		}
 		m, el := build(l)
 		if len(el) > 0 {
 			all = append(all, el...)

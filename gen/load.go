@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,6 +27,10 @@ const Header = stamp.Header
 type loaded struct {
 	pkg  *packages.Package
 	test *packages.Package
+
+	tags    string // the -tags it was loaded with
+	problem *Error // why no tags take every annotated file in, or nil
+	loads   int    // on the first package: the go/packages loads made
 }
 
 // load type-checks the packages matched by patterns in one go/packages call.
@@ -67,6 +72,89 @@ func load(ctx context.Context, dir string, patterns []string, tags string) ([]*l
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", strings.Join(patterns, " "), err)
 	}
+	byPath, order := collect(pkgs)
+	// Packages with annotated files the build constraints left out are
+	// loaded again, with tags that take every annotated file in.
+	again := map[string][]string{} // -tags value → import paths
+	for _, path := range order {
+		l := byPath[path]
+		l.tags = tags
+		ignored := annotatedIgnored(l.pkg.IgnoredFiles)
+		if len(ignored) == 0 {
+			continue
+		}
+		annotated := append([]string{}, ignored...)
+		for _, f := range l.pkg.GoFiles {
+			if b := filepath.Base(f); b != GoFile && hasIdemgenDirective(f) {
+				annotated = append(annotated, f)
+			}
+		}
+		extra, err := tagsFor(tags, annotated)
+		if err != nil {
+			l.problem = &Error{Pos: positionOf(ignored[0]), Msg: err.Error()}
+			continue
+		}
+		t := joinTags(tags, extra)
+		again[t] = append(again[t], path)
+	}
+	// A directory whose every file the constraints leave out is no
+	// package to ./..., so its annotated files are looked for here.
+	have := map[string]bool{}
+	for _, l := range byPath {
+		for _, f := range append(append([]string{}, l.pkg.GoFiles...), l.pkg.IgnoredFiles...) {
+			have[filepath.Dir(f)] = true
+		}
+	}
+	for _, d := range localDirs(dir, patterns) {
+		if have[d] {
+			continue
+		}
+		names, _ := filepath.Glob(filepath.Join(d, "*.go"))
+		annotated := annotatedIgnored(names)
+		if len(annotated) == 0 {
+			continue
+		}
+		extra, err := tagsFor(tags, annotated)
+		if err != nil {
+			return nil, ErrorList{{Pos: positionOf(annotated[0]), Msg: err.Error()}}
+		}
+		t := joinTags(tags, extra)
+		again[t] = append(again[t], d)
+	}
+	loads := 1
+	for _, t := range sortedKeys(again) {
+		cfg.BuildFlags = slices.DeleteFunc(cfg.BuildFlags, func(f string) bool { return strings.HasPrefix(f, "-tags=") })
+		cfg.BuildFlags = append(cfg.BuildFlags, "-tags="+t)
+		pkgs, err := packages.Load(cfg, again[t]...)
+		if err != nil {
+			return nil, fmt.Errorf("load %s with -tags=%s: %w", strings.Join(again[t], " "), t, err)
+		}
+		loads++
+		reloaded, paths := collect(pkgs)
+		for _, path := range paths {
+			l := reloaded[path]
+			l.tags = t
+			if byPath[path] == nil {
+				order = append(order, path)
+			}
+			byPath[path] = l
+		}
+	}
+	sort.Strings(order)
+	if len(order) == 0 {
+		return nil, fmt.Errorf("no Go packages match %s", strings.Join(patterns, " "))
+	}
+	out := make([]*loaded, 0, len(order))
+	for _, path := range order {
+		out = append(out, byPath[path])
+	}
+	out[0].loads = loads
+	return out, nil
+}
+
+// collect pairs each package go/packages returned with its internal test
+// variant, by import path, and returns them with their paths sorted.
+func collect(pkgs []*packages.Package) (map[string]*loaded, []string) {
 	byPath := map[string]*loaded{}
 	var order []string
 	for _, p := range pkgs {
@@ -88,16 +176,24 @@ func load(ctx context.Context, dir string, patterns []string, tags string) ([]*l
 		}
 	}
 	sort.Strings(order)
-	out := make([]*loaded, 0, len(order))
+	kept := order[:0]
 	for _, path := range order {
-		if l := byPath[path]; l.pkg != nil {
-			out = append(out, l)
+		if byPath[path].pkg != nil {
+			kept = append(kept, path)
+		} else {
+			delete(byPath, path)
 		}
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no Go packages match %s", strings.Join(patterns, " "))
+	return byPath, kept
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	return out, nil
+	sort.Strings(out)
+	return out
 }
 
 // writeOverlay writes overlay as the go command's -overlay file and the
@@ -159,6 +255,17 @@ func generatedOverlay(dir string, patterns []string) map[string][]byte {
 			overlay[path] = []byte("package " + f.Name.Name + "\n")
 		}
 	}
+	for _, d := range localDirs(dir, patterns) {
+		add(d)
+	}
+	return overlay
+}
+
+// localDirs returns the directories that patterns relative to dir name,
+// walking the ones that end in /... as the go command does. Patterns that
+// are import paths are not looked into.
+func localDirs(dir string, patterns []string) []string {
+	var out []string
 	for _, p := range patterns {
 		if p != "." && p != ".." && !strings.HasPrefix(p, "./") && !strings.HasPrefix(p, "../") && !filepath.IsAbs(p) {
 			continue // an import path
@@ -166,7 +273,7 @@ func generatedOverlay(dir string, patterns []string) map[string][]byte {
 		root, recursive := strings.CutSuffix(p, "/...")
 		root = filepath.Join(dir, filepath.FromSlash(root))
 		if !recursive {
-			add(root)
+			out = append(out, root)
 			continue
 		}
 		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -176,9 +283,12 @@ func generatedOverlay(dir string, patterns []string) map[string][]byte {
 			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor") {
 				return filepath.SkipDir
 			}
-			add(path)
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
+				return filepath.SkipDir // another module
+			}
+			out = append(out, path)
 			return nil
 		})
 	}
-	return overlay
+	return out
 }

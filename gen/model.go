@@ -31,6 +31,11 @@ type Package struct {
 	MigrationsDir   string // relative to Dir, slash-separated; "" when off
 	MigrationFormat string
 	Tests           bool // generate the _test.go file
+	// Constraint is the //go:build expression of the generated files: the
+	// conjunction of the constraints of the files declaring what they refer
+	// to (annotated methods, receivers, their argument and result types),
+	// "" when none has one.
+	Constraint string
 
 	Receivers []*Receiver // sorted by name
 	Named     []*Named    // named types that get a fingerprint helper, sorted by helper name
