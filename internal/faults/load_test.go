@@ -426,16 +426,27 @@ func (e *env) retryUntilDone(in intent, wait bool) {
 // storm starts twins callers per intention, each retrying until done, and
 // returns a function that waits for all of them. Odd twins of external
 // intentions wait for an attempt in progress instead of polling.
+//
+// In the long mode intentions start a tenth at a time, each with all its
+// twins at once: ten times the intentions of the short mode, at the short
+// mode's concurrency. (Started all at once, the long mode's thousands of
+// callers keep a 2-core machine's pools saturated until every call ends in
+// its deadline: no effect is repeated, but nothing settles either.)
 func (e *env) storm(ins []intent, twins int) (wait func()) {
 	var wg sync.WaitGroup
 	release := make(chan struct{})
+	active := make(chan struct{}, activeIntentions(len(ins)))
 	for _, in := range ins {
-		for tw := range twins {
-			wg.Go(func() {
-				<-release
-				e.retryUntilDone(in, tw%2 == 1)
-			})
-		}
+		wg.Go(func() {
+			<-release
+			active <- struct{}{}
+			defer func() { <-active }()
+			var tw sync.WaitGroup
+			for i := range twins {
+				tw.Go(func() { e.retryUntilDone(in, i%2 == 1) })
+			}
+			tw.Wait()
+		})
 	}
 	close(release)
 	e.done = make(chan struct{})
@@ -448,6 +459,14 @@ func (e *env) storm(ins []intent, twins int) (wait func()) {
 		close(e.done)
 	}()
 	return wg.Wait
+}
+
+// activeIntentions is how many of n intentions a storm runs at once.
+func activeIntentions(n int) int {
+	if *long {
+		return max(1, n/10)
+	}
+	return max(1, n)
 }
 
 // allReturned is closed when every caller of the last storm has finished.
