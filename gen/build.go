@@ -429,6 +429,9 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		m.Params = append(m.Params, Param{Name: name, Local: local, Type: b.render(v.Type())})
 	}
 	m.Notes = walk.notes()
+	if m.Mutation == nil && len(m.Params) > 0 {
+		m.NoMismatch = noMismatch(m)
+	}
 
 	for _, n := range d.FinalErrors {
 		obj := b.pkg.Scope().Lookup(n)
@@ -698,4 +701,15 @@ func (b *builder) refer(t types.Type) {
 			b.refer(u.ExplicitMethod(i).Type())
 		}
 	}
+}
+
+// noMismatch says why a generated test cannot derive another request from
+// the sample of m: it changes one fingerprinted number, string or bool
+// reached from an argument through struct fields and pointers, and m has
+// none.
+func noMismatch(m *Method) string {
+	if len(m.Fingerprinted) == 0 {
+		return fmt.Sprintf("%s: no mismatch test: nothing in the arguments is fingerprinted (every field is tagged idem:\"-\"), so every call is the same request", m.Key)
+	}
+	return fmt.Sprintf("%s: no mismatch test: the generated tests change one fingerprinted number, string or bool reached through the arguments' struct fields to make another request, and there is none (fingerprinted: %s); add such a field or test the mismatch by hand", m.Key, strings.Join(m.Fingerprinted, ", "))
 }

@@ -80,6 +80,10 @@ type Method struct {
 	SampleFixture   string // samplePaymentsChargeArgs
 	EffectFixture   string // countPaymentsChargeEffects when the package's tests declare it, else empty
 	Mutation        *Mutation
+	// NoMismatch says why no other request can be derived from the sample
+	// (Mutation is nil though the method takes arguments): the generated
+	// tests then have no mismatch test, and the generator says so.
+	NoMismatch string
 }
 
 // Param is an argument of a method after ctx (and tx).

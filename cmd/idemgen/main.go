@@ -176,6 +176,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if check {
 		return checkFiles(wd, paths, out.Files, stdout, stderr)
 	}
+	if !quiet {
+		notes(stderr, wd, out.Packages)
+	}
 	written := map[string][]string{} // package directory → files written or removed
 	for _, p := range paths {
 		changed, err := gen.WriteFile(p, out.Files[p])
@@ -318,4 +321,21 @@ func withoutRunFlags(args []string, check, quiet *bool) []string {
 		out = append(out, a)
 	}
 	return out
+}
+
+// notes prints, at each directive, what the generated tests of its method
+// leave out and why (gen.Method.NoMismatch).
+func notes(w io.Writer, wd string, pkgs []*gen.Package) {
+	for _, p := range pkgs {
+		if !p.Tests {
+			continue
+		}
+		for _, r := range p.Receivers {
+			for _, m := range r.Methods {
+				if m.NoMismatch != "" {
+					fmt.Fprintf(w, "%s: note: %s\n", strings.TrimPrefix(m.Pos, wd+string(filepath.Separator)), m.NoMismatch)
+				}
+			}
+		}
+	}
 }
