@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/jackc/pgx/v5"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -218,7 +219,12 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		if _, err := w.Charge(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		req.Account += "-changed" // another request under the same key
+		// another request under the same key: one fingerprinted field changed
+		before := fingerprintPaymentsCharge(req)
+		req.Account += "-changed"
+		if string(fingerprintPaymentsCharge(req)) == string(before) {
+			t.Fatalf("changing req.Account left the request's fingerprint unchanged: give samplePaymentsChargeArgs a value that changes (not NaN, an infinity or a float too large to double)")
+		}
 		err := idemgenErr(w.Charge(ctx, req))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
@@ -380,7 +386,12 @@ func TestIdempotentPaymentsCharge(t *testing.T) {
 		if !reflect.DeepEqual(first, again) {
 			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 		}
-		req.Account += "-changed" // another request under the same key
+		// another request under the same key: one fingerprinted field changed
+		before := fingerprintPaymentsCharge(req)
+		req.Account += "-changed"
+		if string(fingerprintPaymentsCharge(req)) == string(before) {
+			t.Fatalf("changing req.Account left the request's fingerprint unchanged: give samplePaymentsChargeArgs a value that changes (not NaN, an infinity or a float too large to double)")
+		}
 		if err := idemgenErr(w.ChargeInTx(ctx, tx, req)); !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
@@ -513,7 +524,12 @@ func TestIdempotentPaymentsDeposit(t *testing.T) {
 		if _, err := w.Deposit(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		req.Account += "-changed" // another request under the same key
+		// another request under the same key: one fingerprinted field changed
+		before := fingerprintPaymentsDeposit(req)
+		req.Account += "-changed"
+		if string(fingerprintPaymentsDeposit(req)) == string(before) {
+			t.Fatalf("changing req.Account left the request's fingerprint unchanged: give samplePaymentsDepositArgs a value that changes (not NaN, an infinity or a float too large to double)")
+		} // another request under the same key
 		if _, err := w.Deposit(ctx, req); !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
@@ -611,7 +627,12 @@ func TestIdempotentPaymentsDeposit(t *testing.T) {
 		if !reflect.DeepEqual(first, again) {
 			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 		}
-		req.Account += "-changed" // another request under the same key
+		// another request under the same key: one fingerprinted field changed
+		before := fingerprintPaymentsDeposit(req)
+		req.Account += "-changed"
+		if string(fingerprintPaymentsDeposit(req)) == string(before) {
+			t.Fatalf("changing req.Account left the request's fingerprint unchanged: give samplePaymentsDepositArgs a value that changes (not NaN, an infinity or a float too large to double)")
+		} // another request under the same key
 		if _, err := w.DepositInTx(ctx, tx, req); !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
@@ -627,7 +648,7 @@ func TestIdempotentPaymentsDeposit(t *testing.T) {
 	})
 }
 
-// TestIdempotentPaymentsPayout checks the idempotency of Payments.Payout against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, sweeping, a failing body, each final error stored and replayed, a crash mid-work and its takeover, an attempt that outlived its lock.
+// TestIdempotentPaymentsPayout checks the idempotency of Payments.Payout against a real PostgreSQL: twins, a storm of 32, mismatch, distinct keys, scopes, expiry, sweeping, a failing body, each final error stored and replayed, a crash mid-work and its takeover, an attempt that outlived its lock, a new DownstreamKey after the retention, a stale attempt after a sweep.
 // Effects are counted by countPaymentsPayoutEffects as well as executions.
 func TestIdempotentPaymentsPayout(t *testing.T) {
 	// setup builds the service (fixture newPaymentsForTest) and its wrapper over a fresh database.
@@ -679,7 +700,12 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		if _, err := w.Payout(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		req.Account += "-changed" // another request under the same key
+		// another request under the same key: one fingerprinted field changed
+		before := fingerprintPaymentsPayout(req)
+		req.Account += "-changed"
+		if string(fingerprintPaymentsPayout(req)) == string(before) {
+			t.Fatalf("changing req.Account left the request's fingerprint unchanged: give samplePaymentsPayoutArgs a value that changes (not NaN, an infinity or a float too large to double)")
+		}
 		err := idemgenErr(w.Payout(ctx, req))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
@@ -734,6 +760,7 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+		env.wantEffects(t, 2)
 	})
 	t.Run("sweep keeps live keys", func(t *testing.T) {
 		// Store.Sweep deletes nothing while the key's 48h last, and the key once they have passed.
@@ -825,39 +852,56 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
 	})
 	t.Run("attempt that outlived its lock", func(t *testing.T) {
-		// An attempt still working after its lock expired is taken over: the retry keeps its DownstreamKey and recorded Step, and the first attempt cannot finalise (idem.ErrLockLost).
+		// An attempt still working after its lock expired is taken over: the retry keeps its DownstreamKey and recorded Step, and the first attempt, finishing while the retry works, cannot finalise (idem.ErrLockLost).
 		env, svc, w := setup(t)
 		req := samplePaymentsPayoutArgs(t)
 		outer := idemgenCtx(t, "zombie", "")
 		var zero PayoutReceipt
 		var stepRuns atomic.Int64
 		var firstKey, takeoverKey string
-		var takeover PayoutReceipt
-		var takeoverErr error
-		_, err := idem.External(outer, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
-			firstKey = idem.DownstreamKey(ctx, "idemgen")
-			if _, err := idem.Step(ctx, "idemgen-step", func(context.Context) (int64, error) {
-				return stepRuns.Add(1), nil
-			}); err != nil {
-				return zero, fmt.Errorf("first attempt's step: %w", err)
-			}
-			env.clock.Advance(30*time.Second + time.Second + time.Second) // this attempt outlives its lock
-			takeover, takeoverErr = idem.External(outer, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
-				takeoverKey = idem.DownstreamKey(ctx, "idemgen")
+		outlived, finish, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		release := sync.OnceFunc(func() {
+			close(finish)
+		})
+		var err error
+		go func() {
+			defer close(finished)
+			_, err = idem.External(outer, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
+				firstKey = idem.DownstreamKey(ctx, "idemgen")
 				if _, err := idem.Step(ctx, "idemgen-step", func(context.Context) (int64, error) {
 					return stepRuns.Add(1), nil
 				}); err != nil {
-					return zero, fmt.Errorf("takeover's step: %w", err)
+					return zero, fmt.Errorf("first attempt's step: %w", err)
 				}
-				return svc.Payout(ctx, req)
+				env.clock.Advance(30*time.Second + time.Second) // this attempt outlives its lock
+				close(outlived)
+				<-finish // it finishes while the takeover holds the key
+				return zero, nil
 			})
-			return zero, nil // the first attempt finishes after the takeover
-		})
-		if takeoverErr != nil {
-			t.Fatalf("the takeover after the lock expired: %v", takeoverErr)
+		}()
+		select {
+		case <-outlived:
+		case <-finished:
+			t.Fatalf("the first attempt ended before it outlived its lock: %v", err)
 		}
+		takeover, takeoverErr := idem.External(outer, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
+			takeoverKey = idem.DownstreamKey(ctx, "idemgen")
+			if _, err := idem.Step(ctx, "idemgen-step", func(context.Context) (int64, error) {
+				return stepRuns.Add(1), nil
+			}); err != nil {
+				return zero, fmt.Errorf("takeover's step: %w", err)
+			}
+			release()
+			<-finished // the first attempt tries to finalise while this one holds the key
+			return svc.Payout(ctx, req)
+		})
+		release() // in case the takeover never ran its body
+		<-finished
 		if !errors.Is(err, idem.ErrLockLost) {
 			t.Errorf("the attempt that outlived its lock finished with error %v, want idem.ErrLockLost", err)
+		}
+		if takeoverErr != nil {
+			t.Fatalf("the takeover: %v", takeoverErr)
 		}
 		if firstKey != takeoverKey {
 			t.Errorf("DownstreamKey changed across the takeover: %q, then %q", firstKey, takeoverKey)
@@ -871,6 +915,81 @@ func TestIdempotentPaymentsPayout(t *testing.T) {
 		}
 		if !reflect.DeepEqual(again, takeover) {
 			t.Errorf("the retry replayed %#v, the takeover returned %#v: the attempt that lost its lock overwrote the answer", again, takeover)
+		}
+		env.wantExecutions(t, 2)
+		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
+	})
+	t.Run("downstream key after the retention", func(t *testing.T) {
+		// The same key sent after 48h is a new request: idem.DownstreamKey gives it a new downstream key, so a third party does not answer it with the first request's result.
+		env, svc, _ := setup(t)
+		req := samplePaymentsPayoutArgs(t)
+		ctx := idemgenCtx(t, "downstream", "")
+		var firstKey, againKey string
+		if _, err := idem.External(ctx, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
+			firstKey = idem.DownstreamKey(ctx, "idemgen")
+			return svc.Payout(ctx, req)
+		}); err != nil {
+			t.Fatalf("first request: %v", err)
+		}
+		env.clock.Advance(48*time.Hour + time.Microsecond)
+		if _, err := idem.External(ctx, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
+			againKey = idem.DownstreamKey(ctx, "idemgen")
+			return svc.Payout(ctx, req)
+		}); err != nil {
+			t.Fatalf("the same key after its retention: %v", err)
+		}
+		if firstKey == againKey {
+			t.Errorf("DownstreamKey is %q before and after the retention, want a new key for the new request", firstKey)
+		}
+		env.wantExecutions(t, 2)
+	})
+	t.Run("stale attempt after a sweep", func(t *testing.T) {
+		// An attempt still working after its lock and its retention ended, its row swept and the key claimed anew, cannot finalise while the new claim works (idem.ErrLockLost): fences never repeat for a key.
+		env, svc, w := setup(t)
+		req := samplePaymentsPayoutArgs(t)
+		outer := idemgenCtx(t, "stale", "")
+		var zero PayoutReceipt
+		outlived, finish, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		release := sync.OnceFunc(func() {
+			close(finish)
+		})
+		var err error
+		go func() {
+			defer close(finished)
+			_, err = idem.External(outer, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
+				env.clock.Advance(48*time.Hour + 30*time.Second + time.Second) // this attempt outlives its lock and its retention
+				if n, err := env.store.Sweep(ctx, 0); err != nil || n != 1 {
+					t.Errorf("a sweep after the stale attempt's retention deleted %d rows (err %v), want 1", n, err)
+				}
+				close(outlived)
+				<-finish // it finishes while the new claim holds the key
+				return zero, nil
+			})
+		}()
+		select {
+		case <-outlived:
+		case <-finished:
+			t.Fatalf("the first attempt ended before it outlived its lock: %v", err)
+		}
+		takeover, takeoverErr := idem.External(outer, env.store, idemPaymentsPayout, fingerprintPaymentsPayout(req), func(ctx context.Context) (PayoutReceipt, error) {
+			release()
+			<-finished // the first attempt tries to finalise while this one holds the key
+			return svc.Payout(ctx, req)
+		})
+		release() // in case the new claim never ran its body
+		<-finished
+		if !errors.Is(err, idem.ErrLockLost) {
+			t.Errorf("the stale attempt finished after a sweep with error %v, want idem.ErrLockLost", err)
+		}
+		if takeoverErr != nil {
+			t.Fatalf("the new claim: %v", takeoverErr)
+		}
+		again, err := w.Payout(outer, req)
+		if err != nil {
+			t.Fatalf("retry after the new claim finished: %v", err)
+		}
+		if !reflect.DeepEqual(again, takeover) {
+			t.Errorf("the retry replayed %#v, the new claim returned %#v: the attempt that lost its lock overwrote the answer", again, takeover)
 		}
 		env.wantExecutions(t, 2)
 		env.wantRows(t, "github.com/idemgen/idemgen/example.Payments.Payout", 1)
@@ -929,7 +1048,12 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		if _, err := w.Refund(ctx, req); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
-		req.Account += "-changed" // another request under the same key
+		// another request under the same key: one fingerprinted field changed
+		before := fingerprintPaymentsRefund(req)
+		req.Account += "-changed"
+		if string(fingerprintPaymentsRefund(req)) == string(before) {
+			t.Fatalf("changing req.Account left the request's fingerprint unchanged: give samplePaymentsRefundArgs a value that changes (not NaN, an infinity or a float too large to double)")
+		}
 		err := idemgenErr(w.Refund(ctx, req))
 		if !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
@@ -1091,7 +1215,12 @@ func TestIdempotentPaymentsRefund(t *testing.T) {
 		if !reflect.DeepEqual(first, again) {
 			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 		}
-		req.Account += "-changed" // another request under the same key
+		// another request under the same key: one fingerprinted field changed
+		before := fingerprintPaymentsRefund(req)
+		req.Account += "-changed"
+		if string(fingerprintPaymentsRefund(req)) == string(before) {
+			t.Fatalf("changing req.Account left the request's fingerprint unchanged: give samplePaymentsRefundArgs a value that changes (not NaN, an infinity or a float too large to double)")
+		}
 		if err := idemgenErr(w.RefundInTx(ctx, tx, req)); !errors.Is(err, idem.ErrMismatch) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}

@@ -179,6 +179,8 @@ func (e *emitter) testHelpers() jen.Code {
 func testReserved(name string) bool {
 	switch name {
 	case "t", "env", "w", "svc", "ctx", "rs", "r", "err", "zero", "crashed", "crash", "setup", "tx", "first", "again",
+		"before", "n", "outer", "meeting", "stepRuns", "firstKey", "takeoverKey", "takeover", "takeoverErr",
+		"againKey", "outlived", "finish", "finished", "release", "sync",
 		"idem", "idemtest", "pgx", "context", "time", "errors", "testing", "reflect", "atomic":
 		return true
 	}
@@ -314,7 +316,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 			sample(),
 			jen.Id("ctx").Op(":=").Add(ctxOf("reused", "")),
 			once(jen.Id("ctx"), "first request"),
-			jen.Add(change()).Comment("another request under the same key"),
+			change(),
 			jen.Err().Op(":=").Add(errOnly(m, callW(jen.Id("ctx")))),
 			jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual(idemPath, "ErrMismatch"))).Block(
 				jen.Id("t").Dot("Errorf").Call(jen.Lit("same key, different request: got error %v, want idem.ErrMismatch"), jen.Err())),
@@ -348,12 +350,6 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		retention = duration(m.Retention).(*jen.Statement)
 		retentionText = formatDuration(m.Retention)
 	}
-	// An external method's downstream keys must change with the window before
-	// its effects can be counted here (idem.DownstreamKey).
-	var expiredEffects jen.Code = jen.Null()
-	if m.Mode == ModeAtomic {
-		expiredEffects = effects(2)
-	}
 	subs = append(subs, sub("expired key", fmt.Sprintf("A retry one microsecond before %s replays; one microsecond after, the key is treated as new and the method runs again.", retentionText),
 		jen.List(jen.Id("env"), jen.Id("_"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
 		sample(),
@@ -366,7 +362,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 		once(jen.Id("ctx"), "the same key after its retention"),
 		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
 		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
-		expiredEffects,
+		effects(2),
 	))
 
 	subs = append(subs, sub("sweep keeps live keys", fmt.Sprintf("Store.Sweep deletes nothing while the key's %s last, and the key once they have passed.", retentionText),
@@ -457,13 +453,15 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 			jen.Id("ctx").Op(":=").Add(ctxOf("crashing", "")),
 			jen.If(jen.Err().Op(":=").Add(errOnly(m, callW(jen.Id("ctx")))), jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual(idemPath, "ErrInProgress"))).Block(
 				jen.Id("t").Dot("Fatalf").Call(jen.Lit("retry while the crashed attempt holds the key: got error %v, want idem.ErrInProgress"), jen.Err())),
-			jen.Id("env").Dot("clock").Dot("Advance").Call(lock.Op("+").Qual("time", "Second")),
+			jen.Id("env").Dot("clock").Dot("Advance").Call(lock.Clone().Op("+").Qual("time", "Second")),
 			once(jen.Id("ctx"), "retry after the lock timeout"),
 			once(jen.Id("ctx"), "replay after the takeover"),
 			jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
 			jen.Id("env").Dot("wantRows").Call(jen.Id("t"), key.Clone(), jen.Lit(1)),
 		))
-		subs = append(subs, e.zombieTest(m, args, sub, sample, ctxOf, callW, lock))
+		subs = append(subs, e.lostLockTest(m, args, sub, sample, ctxOf, callW, e.zombie(m, lock)))
+		subs = append(subs, e.downstreamKeyTest(m, args, sub, sample, ctxOf, retention, retentionText))
+		subs = append(subs, e.lostLockTest(m, args, sub, sample, ctxOf, callW, sweptZombie(lock, retention)))
 	}
 
 	name := "Test" + r.Wrapper + m.Name
@@ -481,7 +479,8 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 	if m.Mode == ModeAtomic {
 		checks = append(checks, m.Name+"InTx with a passing and a failing body")
 	} else {
-		checks = append(checks, "a crash mid-work and its takeover", "an attempt that outlived its lock")
+		checks = append(checks, "a crash mid-work and its takeover", "an attempt that outlived its lock",
+			"a new DownstreamKey after the retention", "a stale attempt after a sweep")
 	}
 	countEffects := jen.Null()
 	effectsDoc := fmt.Sprintf("Only executions of the method body are counted, not its effects: add func %s(t *testing.T, db *idemtest.DB) int to a _test.go file to count those too.", effectFixtureName(m))
@@ -521,22 +520,44 @@ func errOnlyAssign(m *Method, call *jen.Statement) jen.Code {
 	return jen.List(jen.Id("_"), jen.Err()).Op(":=").Add(call)
 }
 
-// changeRequest returns a statement that turns the sample into another
-// request: one fingerprinted scalar changed.
+// changeRequest returns statements that turn the sample into another
+// request, one fingerprinted scalar changed, and fail the test if the
+// fingerprint did not change (a float too large to change by one, say).
+//
+//	before := fingerprintPaymentsCharge(req)
+//	req.AmountCents++ // another request under the same key
+//	if string(fingerprintPaymentsCharge(req)) == string(before) { t.Fatalf(...) }
 func (e *emitter) changeRequest(m *Method, args []string) func() jen.Code {
 	mu := m.Mutation
 	return func() jen.Code {
+		var ids []jen.Code
+		for _, a := range args {
+			ids = append(ids, jen.Id(a))
+		}
 		target := jen.Id(args[mu.Param])
 		for _, p := range mu.Path {
 			target = target.Dot(p)
 		}
+		var change *jen.Statement
 		switch mu.Kind {
 		case "string":
-			return target.Clone().Op("+=").Lit("-changed")
+			change = target.Clone().Op("+=").Lit("-changed")
 		case "bool":
-			return target.Clone().Op("=").Op("!").Add(target.Clone())
+			change = target.Clone().Op("=").Op("!").Add(target.Clone())
+		case "float", "complex":
+			// x*2 differs from x for every finite x but 0; x+1 may not
+			// (a float32 of 1e8 plus one is the same value).
+			change = jen.If(target.Clone().Op("==").Lit(0)).Block(target.Clone().Op("=").Lit(1)).Else().Block(target.Clone().Op("*=").Lit(2))
+		default:
+			change = target.Clone().Op("++")
 		}
-		return target.Clone().Op("++")
+		fp := func() *jen.Statement { return jen.Id(m.FingerprintFunc).Call(ids...) }
+		return jen.Comment("another request under the same key: one fingerprinted field changed").Line().
+			Id("before").Op(":=").Add(fp()).Line().
+			Add(change).Line().
+			If(jen.String().Call(fp()).Op("==").String().Call(jen.Id("before"))).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit(fmt.Sprintf("changing %s left the request's fingerprint unchanged: give %s a value that changes (not NaN, an infinity or a float too large to double)",
+				strings.Join(append([]string{args[mu.Param]}, mu.Path...), "."), m.SampleFixture))))
 	}
 }
 
@@ -578,7 +599,7 @@ func (e *emitter) inTxTest(m *Method, args []string, sub func(string, string, ..
 	}
 	if m.Mutation != nil {
 		body = append(body,
-			jen.Add(e.changeRequest(m, args)()).Comment("another request under the same key"),
+			e.changeRequest(m, args)(),
 			jen.If(jen.Err().Op(":=").Add(errOnly(m, call())), jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual(idemPath, "ErrMismatch"))).Block(
 				jen.Id("t").Dot("Errorf").Call(jen.Lit("same key, different request: got error %v, want idem.ErrMismatch"), jen.Err())),
 		)
@@ -683,80 +704,212 @@ func (e *emitter) inTxFailingTest(m *Method, args []string, sub func(string, str
 	)
 }
 
-// zombieTest: an external attempt outlives its lock and a retry takes the key
-// over while it still works. The retry gets the same DownstreamKey and does
-// not re-run a Step the first attempt recorded; the first attempt cannot
-// finalise (idem.ErrLockLost) and a later retry replays the takeover's answer.
-func (e *emitter) zombieTest(m *Method, args []string, sub func(string, string, ...jen.Code) jen.Code, sample func() jen.Code, ctxOf func(string, string) *jen.Statement, callW func(jen.Code) *jen.Statement, lock *jen.Statement) jen.Code {
+// effectFixtureName is the optional fixture that counts m's effects.
+func effectFixtureName(m *Method) string { return "count" + m.Receiver + m.Name + "Effects" }
+
+// externalCall returns idem.External(ctx, env.store, idemRM, fingerprintRM(args...), func(ctx) (R, error) { body })
+// for the tests that drive an external method's attempts themselves.
+func (e *emitter) externalCall(m *Method, argIDs []jen.Code, ctx string, body ...jen.Code) *jen.Statement {
+	return jen.Qual(idemPath, "External").Call(jen.Id(ctx), jen.Id("env").Dot("store"), jen.Id(m.MethodVar),
+		jen.Id(m.FingerprintFunc).Call(argIDs...),
+		jen.Func().Params(jen.Id("ctx").Qual("context", "Context")).Params(e.result(m), jen.Error()).Block(body...))
+}
+
+// runInner returns the statements that run the service's own method inside an
+// external attempt and return its answer:
+//
+//	return svc.Payout(ctx, req)
+func runInner(m *Method, argIDs []jen.Code) jen.Code {
+	inner := jen.Id("svc").Dot(m.Name).Call(append([]jen.Code{jen.Id("ctx")}, argIDs...)...)
+	if m.Result != nil {
+		return jen.Return(inner)
+	}
+	return jen.Return(jen.Id("zero"), inner)
+}
+
+// downstreamKeyTest: the same key sent after the retention window is a new
+// request, so idem.DownstreamKey gives the new attempt a new key and the third
+// party does not answer it with the old request's result.
+//
+//	if _, err := idem.External(ctx, ..., func(ctx) { firstKey = idem.DownstreamKey(ctx, "idemgen"); return svc.M(ctx, req) }); ...
+//	env.clock.Advance(retention + time.Microsecond)
+//	if _, err := idem.External(ctx, ..., func(ctx) { againKey = ...; ... }); ...
+//	if firstKey == againKey { t.Errorf(...) }
+func (e *emitter) downstreamKeyTest(m *Method, args []string, sub func(string, string, ...jen.Code) jen.Code, sample func() jen.Code, ctxOf func(string, string) *jen.Statement, retention *jen.Statement, retentionText string) jen.Code {
 	var argIDs []jen.Code
 	for _, a := range args {
 		argIDs = append(argIDs, jen.Id(a))
 	}
-	external := func(ctx string, body ...jen.Code) *jen.Statement {
-		return jen.Qual(idemPath, "External").Call(jen.Id(ctx), jen.Id("env").Dot("store"), jen.Id(m.MethodVar),
-			jen.Id(m.FingerprintFunc).Call(argIDs...),
-			jen.Func().Params(jen.Id("ctx").Qual("context", "Context")).Params(e.result(m), jen.Error()).Block(body...))
+	attempt := func(keyVar, what string) jen.Code {
+		return jen.If(jen.List(jen.Id("_"), jen.Err()).Op(":=").Add(e.externalCall(m, argIDs, "ctx",
+			jen.Id(keyVar).Op("=").Qual(idemPath, "DownstreamKey").Call(jen.Id("ctx"), jen.Lit("idemgen")),
+			runInner(m, argIDs),
+		)), jen.Err().Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit(what+": %v"), jen.Err()))
 	}
+	return sub("downstream key after the retention", fmt.Sprintf("The same key sent after %s is a new request: idem.DownstreamKey gives it a new downstream key, so a third party does not answer it with the first request's result.", retentionText),
+		jen.List(jen.Id("env"), jen.Id("svc"), jen.Id("_")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		jen.Id("ctx").Op(":=").Add(ctxOf("downstream", "")),
+		zeroIfNoResult(e, m),
+		jen.Var().List(jen.Id("firstKey"), jen.Id("againKey")).String(),
+		attempt("firstKey", "first request"),
+		jen.Id("env").Dot("clock").Dot("Advance").Call(retention.Clone().Op("+").Qual("time", "Microsecond")),
+		attempt("againKey", "the same key after its retention"),
+		jen.If(jen.Id("firstKey").Op("==").Id("againKey")).Block(
+			jen.Id("t").Dot("Errorf").Call(jen.Lit("DownstreamKey is %q before and after the retention, want a new key for the new request"), jen.Id("firstKey"))),
+		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
+	)
+}
+
+// zeroIfNoResult declares var zero R where runInner returns it: for a method
+// that returns only an error.
+func zeroIfNoResult(e *emitter, m *Method) jen.Code {
+	if m.Result != nil {
+		return jen.Null()
+	}
+	return jen.Var().Id("zero").Add(e.result(m))
+}
+
+// lostLock is a test in which a first external attempt outlives its lock and
+// a second claims the key while the first still works. The first then tries
+// to finalise while the second holds the key, and must fail (idem.ErrLockLost).
+type lostLock struct {
+	name, doc, key string
+	decls          []jen.Code // declarations both attempts use
+	first          []jen.Code // the first attempt's body until it has outlived its lock
+	second         []jen.Code // the second's body before it lets the first finish
+	firstErr       string     // the failure when the first attempt finalised: a format for its error
+	secondWhat     string     // the second attempt, in messages
+	checks         []jen.Code // after both have finished
+}
+
+// zombie: an attempt outlives its lock and a retry takes the key over. The
+// retry gets the same DownstreamKey and does not re-run a Step the first
+// attempt recorded.
+func (e *emitter) zombie(m *Method, lock *jen.Statement) lostLock {
 	step := func(what string) jen.Code {
 		return jen.If(jen.List(jen.Id("_"), jen.Err()).Op(":=").Qual(idemPath, "Step").Call(jen.Id("ctx"), jen.Lit("idemgen-step"),
 			jen.Func().Params(jen.Qual("context", "Context")).Params(jen.Int64(), jen.Error()).Block(
 				jen.Return(jen.Id("stepRuns").Dot("Add").Call(jen.Lit(1)), jen.Nil()))), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Id("zero"), jen.Qual("fmt", "Errorf").Call(jen.Lit(what+" step: %w"), jen.Err())))
 	}
-	innerCall := jen.Id("svc").Dot(m.Name).Call(append([]jen.Code{jen.Id("ctx")}, argIDs...)...)
-	var finish jen.Code
-	if m.Result != nil {
-		finish = jen.Return(innerCall)
-	} else {
-		finish = jen.Return(jen.Id("zero"), innerCall)
-	}
-	takeoverVar, takeoverID := jen.Null(), jen.Id("_")
-	if m.Result != nil {
-		takeoverVar, takeoverID = jen.Var().Id("takeover").Add(e.result(m)), jen.Id("takeover")
-	}
-	// replay: a retry replays the takeover's answer, not the zombie's.
-	replay := jen.If(jen.Err().Op(":=").Add(callW(jen.Id("outer"))), jen.Err().Op("!=").Nil()).Block(
-		jen.Id("t").Dot("Errorf").Call(jen.Lit("retry after the takeover finished: %v"), jen.Err()))
-	if m.Result != nil {
-		replay = jen.List(jen.Id("again"), jen.Err()).Op(":=").Add(callW(jen.Id("outer"))).Line().
-			If(jen.Err().Op("!=").Nil()).Block(
-			jen.Id("t").Dot("Fatalf").Call(jen.Lit("retry after the takeover finished: %v"), jen.Err())).Line().
-			If(jen.Op("!").Qual("reflect", "DeepEqual").Call(jen.Id("again"), jen.Id("takeover"))).Block(
-			jen.Id("t").Dot("Errorf").Call(jen.Lit("the retry replayed %#v, the takeover returned %#v: the attempt that lost its lock overwrote the answer"), jen.Id("again"), jen.Id("takeover")))
-	}
-	return sub("attempt that outlived its lock", "An attempt still working after its lock expired is taken over: the retry keeps its DownstreamKey and recorded Step, and the first attempt cannot finalise (idem.ErrLockLost).",
-		jen.List(jen.Id("env"), jen.Id("svc"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
-		sample(),
-		jen.Id("outer").Op(":=").Add(ctxOf("zombie", "")),
-		jen.Var().Id("zero").Add(e.result(m)),
-		jen.Var().Id("stepRuns").Qual("sync/atomic", "Int64"),
-		jen.Var().List(jen.Id("firstKey"), jen.Id("takeoverKey")).String(),
-		takeoverVar,
-		jen.Var().Id("takeoverErr").Error(),
-		jen.List(jen.Id("_"), jen.Err()).Op(":=").Add(external("outer",
+	return lostLock{
+		name: "attempt that outlived its lock",
+		doc:  "An attempt still working after its lock expired is taken over: the retry keeps its DownstreamKey and recorded Step, and the first attempt, finishing while the retry works, cannot finalise (idem.ErrLockLost).",
+		key:  "zombie",
+		decls: []jen.Code{
+			jen.Var().Id("stepRuns").Qual("sync/atomic", "Int64"),
+			jen.Var().List(jen.Id("firstKey"), jen.Id("takeoverKey")).String(),
+		},
+		first: []jen.Code{
 			jen.Id("firstKey").Op("=").Qual(idemPath, "DownstreamKey").Call(jen.Id("ctx"), jen.Lit("idemgen")),
 			step("first attempt's"),
 			jen.Id("env").Dot("clock").Dot("Advance").Call(lock.Clone().Op("+").Qual("time", "Second")).Comment("this attempt outlives its lock"),
-			jen.List(takeoverID, jen.Id("takeoverErr")).Op("=").Add(external("outer",
-				jen.Id("takeoverKey").Op("=").Qual(idemPath, "DownstreamKey").Call(jen.Id("ctx"), jen.Lit("idemgen")),
-				step("takeover's"),
-				finish,
-			)),
-			jen.Return(jen.Id("zero"), jen.Nil()).Comment("the first attempt finishes after the takeover"),
-		)),
-		jen.If(jen.Id("takeoverErr").Op("!=").Nil()).Block(
-			jen.Id("t").Dot("Fatalf").Call(jen.Lit("the takeover after the lock expired: %v"), jen.Id("takeoverErr"))),
+		},
+		second: []jen.Code{
+			jen.Id("takeoverKey").Op("=").Qual(idemPath, "DownstreamKey").Call(jen.Id("ctx"), jen.Lit("idemgen")),
+			step("takeover's"),
+		},
+		firstErr:   "the attempt that outlived its lock finished with error %v, want idem.ErrLockLost",
+		secondWhat: "takeover",
+		checks: []jen.Code{
+			jen.If(jen.Id("firstKey").Op("!=").Id("takeoverKey")).Block(
+				jen.Id("t").Dot("Errorf").Call(jen.Lit("DownstreamKey changed across the takeover: %q, then %q"), jen.Id("firstKey"), jen.Id("takeoverKey"))),
+			jen.If(jen.Id("n").Op(":=").Id("stepRuns").Dot("Load").Call(), jen.Id("n").Op("!=").Lit(1)).Block(
+				jen.Id("t").Dot("Errorf").Call(jen.Lit("a Step recorded before the takeover ran %d times, want 1"), jen.Id("n"))),
+		},
+	}
+}
+
+// sweptZombie: an attempt outlives its lock and its retention, its row is
+// swept and the key claimed anew. The new claim's fence starts again; the
+// stale attempt still cannot finalise.
+func sweptZombie(lock, retention *jen.Statement) lostLock {
+	return lostLock{
+		name: "stale attempt after a sweep",
+		doc:  "An attempt still working after its lock and its retention ended, its row swept and the key claimed anew, cannot finalise while the new claim works (idem.ErrLockLost): fences never repeat for a key.",
+		key:  "stale",
+		first: []jen.Code{
+			jen.Id("env").Dot("clock").Dot("Advance").Call(retention.Clone().Op("+").Add(lock.Clone()).Op("+").Qual("time", "Second")).Comment("this attempt outlives its lock and its retention"),
+			jen.If(jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("env").Dot("store").Dot("Sweep").Call(jen.Id("ctx"), jen.Lit(0)), jen.Err().Op("!=").Nil().Op("||").Id("n").Op("!=").Lit(1)).Block(
+				jen.Id("t").Dot("Errorf").Call(jen.Lit("a sweep after the stale attempt's retention deleted %d rows (err %v), want 1"), jen.Id("n"), jen.Err())),
+		},
+		firstErr:   "the stale attempt finished after a sweep with error %v, want idem.ErrLockLost",
+		secondWhat: "new claim",
+	}
+}
+
+// lostLockTest emits a lostLock test. The first attempt runs in a goroutine
+// and waits, after it outlived its lock, until the second attempt's body lets
+// it finish; the second waits in its body until the first has finished.
+//
+//	go func() { defer close(finished); _, err = idem.External(outer, ..., func(ctx) { ...; close(outlived); <-finish; return zero, nil }) }()
+//	<-outlived
+//	takeover, takeoverErr := idem.External(outer, ..., func(ctx) { ...; release(); <-finished; return svc.M(ctx, req) })
+//	if !errors.Is(err, idem.ErrLockLost) { t.Errorf(...) }
+func (e *emitter) lostLockTest(m *Method, args []string, sub func(string, string, ...jen.Code) jen.Code, sample func() jen.Code, ctxOf func(string, string) *jen.Statement, callW func(jen.Code) *jen.Statement, l lostLock) jen.Code {
+	var argIDs []jen.Code
+	for _, a := range args {
+		argIDs = append(argIDs, jen.Id(a))
+	}
+	first := append(append([]jen.Code{}, l.first...),
+		jen.Id("close").Call(jen.Id("outlived")),
+		jen.Op("<-").Id("finish").Comment("it finishes while the "+l.secondWhat+" holds the key"),
+		jen.Return(jen.Id("zero"), jen.Nil()),
+	)
+	second := append(append([]jen.Code{}, l.second...),
+		jen.Id("release").Call(),
+		jen.Op("<-").Id("finished").Comment("the first attempt tries to finalise while this one holds the key"),
+		runInner(m, argIDs),
+	)
+	secondID := jen.Id("_")
+	if m.Result != nil {
+		secondID = jen.Id("takeover")
+	}
+	replay := jen.If(jen.Err().Op(":=").Add(callW(jen.Id("outer"))), jen.Err().Op("!=").Nil()).Block(
+		jen.Id("t").Dot("Errorf").Call(jen.Lit("retry after the "+l.secondWhat+" finished: %v"), jen.Err()))
+	if m.Result != nil {
+		replay = jen.List(jen.Id("again"), jen.Err()).Op(":=").Add(callW(jen.Id("outer"))).Line().
+			If(jen.Err().Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit("retry after the "+l.secondWhat+" finished: %v"), jen.Err())).Line().
+			If(jen.Op("!").Qual("reflect", "DeepEqual").Call(jen.Id("again"), jen.Id("takeover"))).Block(
+			jen.Id("t").Dot("Errorf").Call(jen.Lit("the retry replayed %#v, the "+l.secondWhat+" returned %#v: the attempt that lost its lock overwrote the answer"), jen.Id("again"), jen.Id("takeover")))
+	}
+	body := []jen.Code{
+		jen.List(jen.Id("env"), jen.Id("svc"), jen.Id("w")).Op(":=").Id("setup").Call(jen.Id("t")),
+		sample(),
+		jen.Id("outer").Op(":=").Add(ctxOf(l.key, "")),
+		jen.Var().Id("zero").Add(e.result(m)),
+	}
+	body = append(body, l.decls...)
+	body = append(body,
+		jen.List(jen.Id("outlived"), jen.Id("finish"), jen.Id("finished")).Op(":=").List(
+			jen.Make(jen.Chan().Struct()), jen.Make(jen.Chan().Struct()), jen.Make(jen.Chan().Struct())),
+		jen.Id("release").Op(":=").Qual("sync", "OnceFunc").Call(jen.Func().Params().Block(jen.Id("close").Call(jen.Id("finish")))),
+		jen.Var().Err().Error(),
+		jen.Go().Func().Params().Block(
+			jen.Defer().Id("close").Call(jen.Id("finished")),
+			jen.List(jen.Id("_"), jen.Err()).Op("=").Add(e.externalCall(m, argIDs, "outer", first...)),
+		).Call(),
+		jen.Select().Block(
+			jen.Case(jen.Op("<-").Id("outlived")),
+			jen.Case(jen.Op("<-").Id("finished")).Block(
+				jen.Id("t").Dot("Fatalf").Call(jen.Lit("the first attempt ended before it outlived its lock: %v"), jen.Err())),
+		),
+		jen.List(secondID, jen.Id("takeoverErr")).Op(":=").Add(e.externalCall(m, argIDs, "outer", second...)),
+		jen.Id("release").Call().Comment("in case the "+l.secondWhat+" never ran its body"),
+		jen.Op("<-").Id("finished"),
 		jen.If(jen.Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual(idemPath, "ErrLockLost"))).Block(
-			jen.Id("t").Dot("Errorf").Call(jen.Lit("the attempt that outlived its lock finished with error %v, want idem.ErrLockLost"), jen.Err())),
-		jen.If(jen.Id("firstKey").Op("!=").Id("takeoverKey")).Block(
-			jen.Id("t").Dot("Errorf").Call(jen.Lit("DownstreamKey changed across the takeover: %q, then %q"), jen.Id("firstKey"), jen.Id("takeoverKey"))),
-		jen.If(jen.Id("n").Op(":=").Id("stepRuns").Dot("Load").Call(), jen.Id("n").Op("!=").Lit(1)).Block(
-			jen.Id("t").Dot("Errorf").Call(jen.Lit("a Step recorded before the takeover ran %d times, want 1"), jen.Id("n"))),
+			jen.Id("t").Dot("Errorf").Call(jen.Lit(l.firstErr), jen.Err())),
+		jen.If(jen.Id("takeoverErr").Op("!=").Nil()).Block(
+			jen.Id("t").Dot("Fatalf").Call(jen.Lit("the "+l.secondWhat+": %v"), jen.Id("takeoverErr"))),
+	)
+	body = append(body, l.checks...)
+	body = append(body,
 		replay,
 		jen.Id("env").Dot("wantExecutions").Call(jen.Id("t"), jen.Lit(2)),
 		jen.Id("env").Dot("wantRows").Call(jen.Id("t"), jen.Lit(m.Ledger), jen.Lit(1)),
 	)
+	return sub(l.name, l.doc, body...)
 }
-
-// effectFixtureName is the optional fixture that counts m's effects.
-func effectFixtureName(m *Method) string { return "count" + m.Receiver + m.Name + "Effects" }

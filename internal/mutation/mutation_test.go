@@ -19,8 +19,8 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,29 +54,14 @@ type mutation struct {
 	name  string
 	bug   string // what a developer would have written, in one sentence
 	edits []edit
-	// caught maps generated subtests that must fail under the mutation to
-	// what their failure must show.
-	caught map[string]expect
+	// caught maps each generated subtest that must fail under the mutation
+	// to what its failure must show: the assertion that says why it failed,
+	// not just that something did. Only these subtests are run (pattern),
+	// so each must fail on every run: none may depend on concurrent
+	// requests happening to overlap (the twins meet deterministically,
+	// idemtest.Meeting).
+	caught map[string]*regexp.Regexp
 }
-
-// expect is how a generated subtest must fail.
-type expect struct {
-	// why must match the subtest's output: the assertion that shows why it
-	// failed, not just that something did.
-	why *regexp.Regexp
-	// racy marks a subtest that sees the bug only when concurrent requests
-	// really overlap in the database, which the scheduler does not promise on
-	// every run. If it passes in the full run it is run again alone, up to
-	// raceAttempts times, until it fails.
-	racy bool
-}
-
-// raceAttempts bounds the extra runs of a racy subtest.
-const raceAttempts = 10
-
-// must and racy build expectations.
-func must(why *regexp.Regexp) expect { return expect{why: why} }
-func racy(why *regexp.Regexp) expect { return expect{why: why, racy: true} }
 
 // Failure messages of the generated tests (example/idem_gen_test.go).
 var (
@@ -93,6 +78,28 @@ var (
 	duplicateKey = regexp.MustCompile(`duplicate key value violates unique constraint "idempotency_keys_pkey"`)
 	// A retry ran while the crashed attempt held the key.
 	notInProgress = regexp.MustCompile(`retry while the crashed attempt holds the key: got error <nil>, want idem\.ErrInProgress`)
+	// A second scope's request was answered from the first scope's row.
+	scopesShared = regexp.MustCompile(`the method body ran 1 times, want 2`)
+	// A retry inside the method's retention ran the body again.
+	expiredEarly = regexp.MustCompile(`the method body ran 2 times, want 1`)
+	// A replay differs from the first answer.
+	replayDiffers = regexp.MustCompile(`a replay must equal the original`)
+	// A replay failed (nothing stored to decode).
+	replayFailed = regexp.MustCompile(`call [01] of 2 failed: idem: \S*Payments\.\w+: decode stored response`)
+	// An attempt whose lock was taken over finished anyway.
+	zombieFinished = regexp.MustCompile(`the attempt that outlived its lock finished with error <nil>, want idem\.ErrLockLost`)
+	// A failed body inside MInTx left the claim in the caller's transaction.
+	claimLeftInTx = regexp.MustCompile(`the ledger holds 1 rows for \S*Payments\.\w+, want 0`)
+	// A declared final error was not stored: the retry ran the method.
+	finalNotStored = regexp.MustCompile(`retry after the final error: got error <nil>, want Err\w+ replayed`)
+	// An attempt whose row was swept and claimed anew finished anyway.
+	staleFinished = regexp.MustCompile(`the stale attempt finished after a sweep with error <nil>, want idem\.ErrLockLost`)
+	// A new request under a reused key got the old request's downstream key.
+	downstreamReused = regexp.MustCompile(`DownstreamKey is "idem-[0-9a-f]+" before and after the retention`)
+	// A new request under a reused key was answered downstream by the old one.
+	effectsOnce = regexp.MustCompile(`the method's effects grew by 1, want 2`)
+	// A sweep deleted a row whose retention had not ended.
+	sweptLive = regexp.MustCompile(`a sweep inside the key's retention deleted 1 rows`)
 )
 
 // The unique index: the primary key written by CREATE TABLE (ledger/ledger.go).
@@ -144,6 +151,157 @@ const replayRead = "\tcase !r.expired:\n\t\treplayed = true\n"
 // mutations are the broken guarantees the generated tests must catch. Each is
 // a bug a developer could write, made from the runtime's real source text.
 func mutations() []mutation {
+	return append(coreMutations(), promiseMutations()...)
+}
+
+// promiseMutations break, one at a time, each promise the generated doc
+// comments state beyond the claim itself.
+func promiseMutations() []mutation {
+	return []mutation{
+		{
+			name: "e_scope_ignored",
+			bug:  "the scope is not read from the context: every tenant shares one key space",
+			edits: []edit{
+				{"call.go", "return call{scope: scope, method: method", "return call{scope: \"\", method: method"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/same_key,_two_scopes": scopesShared,
+				"TestIdempotentPaymentsRefund/same_key,_two_scopes": scopesShared,
+				"TestIdempotentPaymentsPayout/same_key,_two_scopes": scopesShared,
+			},
+		},
+		{
+			name: "f_retention_ignored",
+			bug:  "the method's -retention is ignored in favour of the store's default (24h, shorter than the example's 48h)",
+			edits: []edit{
+				{"call.go", "\tif m.Retention > 0 {\n\t\treturn m.Retention\n\t}\n\treturn s.cfg.retention\n", "\treturn s.cfg.retention\n"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/expired_key":           (expiredEarly),
+				"TestIdempotentPaymentsRefund/expired_key":           (expiredEarly),
+				"TestIdempotentPaymentsPayout/expired_key":           (expiredEarly),
+				"TestIdempotentPaymentsCharge/sweep_keeps_live_keys": sweptLive,
+				"TestIdempotentPaymentsRefund/sweep_keeps_live_keys": sweptLive,
+				"TestIdempotentPaymentsPayout/sweep_keeps_live_keys": sweptLive,
+			},
+		},
+		{
+			name: "g_replay_decoded_to_zero",
+			bug:  "a replay decodes the stored response into a fresh value but returns the zero value",
+			edits: []edit{
+				{"call.go", "\tout, err := decode(m, r.response)\n", "\t_, err := decode(m, r.response)\n\tvar out R\n"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twins": replayDiffers,
+				"TestIdempotentPaymentsCharge/storm": replayDiffers,
+				"TestIdempotentPaymentsRefund/twins": replayDiffers,
+				"TestIdempotentPaymentsRefund/storm": replayDiffers,
+				"TestIdempotentPaymentsPayout/twins": replayDiffers,
+				"TestIdempotentPaymentsPayout/storm": replayDiffers,
+			},
+		},
+		{
+			name: "h_response_not_written",
+			bug:  "the finish statements store NULL instead of the encoded response",
+			edits: []edit{
+				// NULL::bytea || $4 is NULL, and still tells PostgreSQL $4's type.
+				{"queries.go", "UPDATE %[1]s SET response = $4, error_name", "UPDATE %[1]s SET response = NULL::bytea || $4, error_name"},
+				{"queries.go", "SET status = 'done', response = $4,", "SET status = 'done', response = NULL::bytea || $4,"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twins": replayFailed,
+				"TestIdempotentPaymentsRefund/twins": replayFailed,
+				"TestIdempotentPaymentsPayout/twins": replayFailed,
+			},
+		},
+		{
+			name: "i_external_lock_ignored",
+			bug:  "an external claim takes over an in-progress row whatever its lock",
+			edits: []edit{
+				{"queries.go", "AND t.fingerprint = excluded.fingerprint AND t.locked_until <= %[2]s)", "AND t.fingerprint = excluded.fingerprint)"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsPayout/twins":                         (ranTwice),
+				"TestIdempotentPaymentsPayout/crash_mid-work,_then_takeover": notInProgress,
+			},
+		},
+		{
+			name: "j_fence_not_checked",
+			bug:  "an external attempt finalises when its fencing token is not older than the row's (>= instead of =), so a zombie overwrites its takeover",
+			edits: []edit{
+				{"queries.go", "WHERE %[2]s AND fence = $7 AND intention", "WHERE %[2]s AND fence >= $7 AND intention"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsPayout/attempt_that_outlived_its_lock": zombieFinished,
+			},
+		},
+		{
+			name: "k_savepoint_missing",
+			bug:  "MInTx claims and runs the body without a savepoint, so a failed body cannot be undone on its own",
+			edits: []edit{
+				{"atomic.go", "tx, \"SAVEPOINT \"+sp, m.retention(s), c)", "tx, \"SELECT 1\", m.retention(s), c)"},
+				{"atomic.go", "tx.Exec(uctx, \"ROLLBACK TO SAVEPOINT \"+sp+\"; RELEASE SAVEPOINT \"+sp)", "tx.Exec(uctx, \"SELECT 1\")"},
+				{"atomic.go", "\tb.Queue(\"RELEASE SAVEPOINT \" + sp)\n", "\tb.Queue(\"SELECT 1\")\n"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/failing_body_in_the_caller's_transaction": claimLeftInTx,
+				"TestIdempotentPaymentsRefund/failing_body_in_the_caller's_transaction": claimLeftInTx,
+			},
+		},
+		{
+			name: "l_final_errors_not_stored",
+			bug:  "no error is recognised as final: a declined request runs again on retry",
+			edits: []edit{
+				{"call.go", "\tfor _, f := range m.FinalErrors {\n\t\tif errors.Is(err, f.Err) {", "\tfor _, f := range m.FinalErrors[:0] {\n\t\tif errors.Is(err, f.Err) {"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/final_error_ErrCardDeclined":      (finalNotStored),
+				"TestIdempotentPaymentsCharge/final_error_ErrInsufficientFunds": finalNotStored,
+				"TestIdempotentPaymentsRefund/final_error_ErrAlreadyRefunded":   (finalNotStored),
+				"TestIdempotentPaymentsRefund/final_error_ErrInsufficientFunds": finalNotStored,
+				"TestIdempotentPaymentsPayout/final_error_ErrInsufficientFunds": finalNotStored,
+			},
+		},
+		{
+			name: "n_intention_not_compared",
+			bug: "an external attempt finalises when its fence matches, whatever its intention: after a sweep the key's " +
+				"fences start again, so a stale attempt overwrites the new request's answer",
+			edits: []edit{
+				{"queries.go", "WHERE %[2]s AND fence = $7 AND intention IS NOT DISTINCT FROM $8::uuid AND status",
+					"WHERE %[2]s AND fence = $7 AND (intention IS NOT DISTINCT FROM $8::uuid OR $8::uuid IS NOT NULL) AND status"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsPayout/stale_attempt_after_a_sweep": staleFinished,
+			},
+		},
+		{
+			name: "o_downstream_key_ignores_intention",
+			bug:  "DownstreamKey is derived from scope, method, key and purpose alone: a key reused after its retention sends the old downstream key",
+			edits: []edit{
+				{"external.go", "\t\tif ex.intention.Valid { // rows claimed", "\t\tif false && ex.intention.Valid { // rows claimed"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsPayout/downstream_key_after_the_retention": downstreamReused,
+				"TestIdempotentPaymentsPayout/expired_key":                        effectsOnce,
+			},
+		},
+		{
+			name: "m_sweep_deletes_live_rows",
+			bug:  "the sweep deletes rows whatever their expiry",
+			edits: []edit{
+				{"queries.go", "    SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s AND", "    SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s + interval '100 years' AND"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/sweep_keeps_live_keys": sweptLive,
+				"TestIdempotentPaymentsRefund/sweep_keeps_live_keys": sweptLive,
+				"TestIdempotentPaymentsPayout/sweep_keeps_live_keys": sweptLive,
+			},
+		},
+	}
+}
+
+// coreMutations break the claim itself.
+func coreMutations() []mutation {
 	return []mutation{
 		{
 			name: "a_no_unique_index",
@@ -154,16 +312,16 @@ func mutations() []mutation {
 				{"queries.go", claimConflict, "RETURNING fence`"},
 				{"queries.go", externalConflict, "RETURNING fence, steps, intention, t.fence > 1 AS taken_over`"},
 			},
-			caught: map[string]expect{
+			caught: map[string]*regexp.Regexp{
 				// Both modes claim first: every twin inserts its own row.
-				"TestIdempotentPaymentsCharge/twins":                         must(ranTwice),
-				"TestIdempotentPaymentsCharge/storm":                         must(ranTwiceOrMore),
-				"TestIdempotentPaymentsRefund/twins":                         must(ranTwice),
-				"TestIdempotentPaymentsRefund/storm":                         must(ranTwiceOrMore),
-				"TestIdempotentPaymentsPayout/twins":                         must(ranTwice),
-				"TestIdempotentPaymentsPayout/storm":                         must(ranTwiceOrMore),
-				"TestIdempotentPaymentsPayout/expired_key":                   must(rowsTwoOrMore),
-				"TestIdempotentPaymentsPayout/crash_mid-work,_then_takeover": must(notInProgress),
+				"TestIdempotentPaymentsCharge/twins":                         (ranTwice),
+				"TestIdempotentPaymentsCharge/storm":                         (ranTwiceOrMore),
+				"TestIdempotentPaymentsRefund/twins":                         (ranTwice),
+				"TestIdempotentPaymentsRefund/storm":                         (ranTwiceOrMore),
+				"TestIdempotentPaymentsPayout/twins":                         (ranTwice),
+				"TestIdempotentPaymentsPayout/storm":                         (ranTwiceOrMore),
+				"TestIdempotentPaymentsPayout/expired_key":                   (rowsTwoOrMore),
+				"TestIdempotentPaymentsPayout/crash_mid-work,_then_takeover": notInProgress,
 			},
 		},
 		{
@@ -172,10 +330,10 @@ func mutations() []mutation {
 			edits: []edit{
 				{"call.go", fingerprintCheck, ""},
 			},
-			caught: map[string]expect{
-				"TestIdempotentPaymentsCharge/same_key,_different_request": must(replayedOther),
-				"TestIdempotentPaymentsRefund/same_key,_different_request": must(replayedOther),
-				"TestIdempotentPaymentsPayout/same_key,_different_request": must(replayedOther),
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/same_key,_different_request": replayedOther,
+				"TestIdempotentPaymentsRefund/same_key,_different_request": replayedOther,
+				"TestIdempotentPaymentsPayout/same_key,_different_request": replayedOther,
 			},
 		},
 		{
@@ -186,11 +344,11 @@ func mutations() []mutation {
 				{"queries.go", claimConflict, "ON CONFLICT (scope, method, key) DO UPDATE SET fence = " +
 					"%[1]s.fence + 1\nRETURNING fence`"},
 			},
-			caught: map[string]expect{
-				"TestIdempotentPaymentsCharge/twins": must(ranTwice),
-				"TestIdempotentPaymentsCharge/storm": must(ranTwiceOrMore),
-				"TestIdempotentPaymentsRefund/twins": must(ranTwice),
-				"TestIdempotentPaymentsRefund/storm": must(ranTwiceOrMore),
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twins": ranTwice,
+				"TestIdempotentPaymentsCharge/storm": ranTwiceOrMore,
+				"TestIdempotentPaymentsRefund/twins": ranTwice,
+				"TestIdempotentPaymentsRefund/storm": ranTwiceOrMore,
 			},
 		},
 		{
@@ -200,14 +358,14 @@ func mutations() []mutation {
 			edits: []edit{
 				{"queries.go", claimConflict, "RETURNING fence`"},
 			},
-			caught: map[string]expect{
-				"TestIdempotentPaymentsCharge/twins": must(duplicateKey),
-				"TestIdempotentPaymentsCharge/storm": must(duplicateKey),
-				"TestIdempotentPaymentsRefund/twins": must(duplicateKey),
-				"TestIdempotentPaymentsRefund/storm": must(duplicateKey),
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twins": duplicateKey,
+				"TestIdempotentPaymentsCharge/storm": duplicateKey,
+				"TestIdempotentPaymentsRefund/twins": duplicateKey,
+				"TestIdempotentPaymentsRefund/storm": duplicateKey,
 				// An expired row is still there: the INSERT cannot take it over.
-				"TestIdempotentPaymentsCharge/expired_key": must(duplicateKey),
-				"TestIdempotentPaymentsRefund/expired_key": must(duplicateKey),
+				"TestIdempotentPaymentsCharge/expired_key": duplicateKey,
+				"TestIdempotentPaymentsRefund/expired_key": duplicateKey,
 			},
 		},
 		{
@@ -224,17 +382,17 @@ func mutations() []mutation {
 				{"external.go", "\tif !found || r.expired {\n\t\treturn nil, zero, errRowVanished\n",
 					"\tif !found || r.expired || r.status == StatusDone {\n\t\treturn nil, zero, errRowVanished\n"},
 			},
-			caught: map[string]expect{
-				"TestIdempotentPaymentsCharge/twins":                         must(ranTwice),
-				"TestIdempotentPaymentsCharge/storm":                         must(ranTwiceOrMore),
-				"TestIdempotentPaymentsCharge/same_key,_different_request":   must(ranTwice),
-				"TestIdempotentPaymentsRefund/twins":                         must(ranTwice),
-				"TestIdempotentPaymentsRefund/storm":                         must(ranTwiceOrMore),
-				"TestIdempotentPaymentsRefund/same_key,_different_request":   must(ranTwice),
-				"TestIdempotentPaymentsPayout/twins":                         must(ranTwice),
-				"TestIdempotentPaymentsPayout/storm":                         must(ranTwiceOrMore),
-				"TestIdempotentPaymentsPayout/same_key,_different_request":   must(ranTwice),
-				"TestIdempotentPaymentsPayout/crash_mid-work,_then_takeover": must(ranThrice),
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twins":                         (ranTwice),
+				"TestIdempotentPaymentsCharge/storm":                         (ranTwiceOrMore),
+				"TestIdempotentPaymentsCharge/same_key,_different_request":   (ranTwice),
+				"TestIdempotentPaymentsRefund/twins":                         (ranTwice),
+				"TestIdempotentPaymentsRefund/storm":                         (ranTwiceOrMore),
+				"TestIdempotentPaymentsRefund/same_key,_different_request":   (ranTwice),
+				"TestIdempotentPaymentsPayout/twins":                         (ranTwice),
+				"TestIdempotentPaymentsPayout/storm":                         (ranTwiceOrMore),
+				"TestIdempotentPaymentsPayout/same_key,_different_request":   (ranTwice),
+				"TestIdempotentPaymentsPayout/crash_mid-work,_then_takeover": ranThrice,
 			},
 		},
 	}
@@ -287,34 +445,28 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// run selects generated tests and how often to run them.
-type run struct {
-	pattern  string // go test -run
-	count    int    // go test -count
-	failFast bool   // stop at the first failure
-}
-
-// all is one run of every generated test.
-var all = run{pattern: runPattern, count: 1}
-
-// until runs the generated subtest name (Test/sub) up to n times, stopping
-// at its first failure.
-func until(name string, n int) run {
-	test, sub, _ := strings.Cut(name, "/")
-	return run{pattern: "^" + regexp.QuoteMeta(test) + "$/^" + regexp.QuoteMeta(sub) + "$", count: n, failFast: true}
+// pattern is the go test -run pattern that selects the generated subtests
+// names (each Test/sub, as go test prints them) and as few others as the
+// pattern's form allows: ^(T1|T2)$/^(s1|s2)$ also runs T1/s2 if it exists.
+func pattern(names []string) string {
+	tests, subs := map[string]bool{}, map[string]bool{}
+	for _, n := range names {
+		test, sub, _ := strings.Cut(n, "/")
+		tests[regexp.QuoteMeta(test)] = true
+		subs[regexp.QuoteMeta(sub)] = true
+	}
+	return "^(" + strings.Join(slices.Sorted(maps.Keys(tests)), "|") + ")$/^(" +
+		strings.Join(slices.Sorted(maps.Keys(subs)), "|") + ")$"
 }
 
 // runGenerated runs the example's generated tests (with the overlay file, if
 // not empty) and parses go test -json's events. The child runs without -race
 // and without vet: it only has to tell passing from failing tests.
-func runGenerated(t *testing.T, root, overlay string, sel run) result {
+func runGenerated(t *testing.T, root, overlay, run string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	args := []string{"test", "-json", "-vet=off", "-timeout=4m", "-count=" + strconv.Itoa(sel.count), "-run", sel.pattern}
-	if sel.failFast {
-		args = append(args, "-failfast")
-	}
+	args := []string{"test", "-json", "-vet=off", "-timeout=2m", "-count=1", "-run", run}
 	if overlay != "" {
 		args = append(args, "-overlay="+overlay)
 	}
@@ -453,8 +605,12 @@ func TestMutationsApply(t *testing.T) {
 
 // TestGeneratedTestsCatchMutations runs the example's generated tests once
 // against the runtime as it is, overlaid by unchanged copies (they must pass,
-// so any later failure is the mutation's doing), and once per mutation, and asserts that the named
-// generated subtests fail for the named reason.
+// so any later failure is the mutation's doing), then, for each mutation,
+// only the generated subtests expected to catch it, and asserts that each of
+// them fails for the named reason. The mutations run side by side (go test
+// -parallel); each builds its own copy of the runtime and starts its own
+// PostgreSQL. It ends with the kill table: each mutation and the generated
+// subtests that caught it.
 func TestGeneratedTestsCatchMutations(t *testing.T) {
 	if os.Getenv(envChild) != "" {
 		t.Logf("%s is set: this is a go test started by this test, which does not run itself again", envChild)
@@ -463,60 +619,67 @@ func TestGeneratedTestsCatchMutations(t *testing.T) {
 	root := repoRoot(t)
 	start := time.Now()
 
-	control := runGenerated(t, root, mutate(t, root, t.TempDir(), unchanged(mutations())), all)
+	control := runGenerated(t, root, mutate(t, root, t.TempDir(), unchanged(mutations())), runPattern)
 	require.Truef(t, control.passed, "the generated tests must pass against the unmutated runtime\n%s", failureReport(control))
 	generated := leaves(control.ran)
 	require.NotEmpty(t, generated, "no generated subtests ran:\n%s", control.build)
 	t.Logf("control: all %d generated subtests passed in %s", len(generated), control.elapsed.Round(100*time.Millisecond))
 
+	var mu sync.Mutex
+	kills := map[string][]string{}
+	t.Cleanup(func() {
+		t.Log(killTable(kills))
+		t.Logf("the control run and the mutations took %s", time.Since(start).Round(100*time.Millisecond))
+	})
 	for _, m := range mutations() {
 		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
 			t.Log("bug: " + m.bug)
-			for name := range m.caught {
+			names := slices.Sorted(maps.Keys(m.caught))
+			for _, name := range names {
 				require.Containsf(t, generated, name, "%s names a generated subtest the control run did not run", m.name)
 			}
-			overlay := mutate(t, root, t.TempDir(), m)
-			r := runGenerated(t, root, overlay, all)
-			caught := leaves(r.failed)
-			if r.passed {
-				// Only a race can hide the bug from a whole run; the racy
-				// subtests are run again below.
-				require.Truef(t, slices.ContainsFunc(slices.Collect(maps.Values(m.caught)), func(e expect) bool { return e.racy }),
-					"the generated tests passed with the mutation applied: they do not catch it\n%s", r.build)
-			} else {
-				require.NotEmptyf(t, caught, "the run failed but no generated subtest did (did the mutated runtime build?)\n%s", r.build)
-			}
-			var notes []string
-			for _, name := range slices.Sorted(maps.Keys(m.caught)) {
-				e := m.caught[name]
-				failed, out, when := slices.Contains(caught, name), r.output[name], "in the full run"
-				report := failureReport(r)
-				if !failed && e.racy {
-					again := runGenerated(t, root, overlay, until(name, raceAttempts))
-					runs := 0
-					for _, n := range again.ran {
-						if n == name {
-							runs++
-						}
-					}
-					failed, out = slices.Contains(again.failed, name), again.output[name]
-					report += fmt.Sprintf("--- %d runs of %s alone\n%s", runs, name, failureReport(again))
-					when = fmt.Sprintf("passed the full run, failed on run %d of at most %d alone", runs, raceAttempts)
-				}
-				if !assert.Truef(t, failed, "expected %s to catch the mutation (racy: %v)\n%s", name, e.racy, report) {
+			r := runGenerated(t, root, mutate(t, root, t.TempDir(), m), pattern(names))
+			require.Falsef(t, r.passed, "the generated tests passed with the mutation applied: they do not catch it\n%s", r.build)
+			failed := leaves(r.failed)
+			require.NotEmptyf(t, failed, "the run failed but no generated subtest did (did the mutated runtime build?)\n%s", r.build)
+			var killed, notes []string
+			for _, name := range names {
+				if !assert.Containsf(t, failed, name, "expected %s to catch the mutation\n%s", name, failureReport(r)) {
 					continue
 				}
-				if assert.Regexpf(t, e.why, out, "%s failed, but not for the expected reason", name) {
-					notes = append(notes, fmt.Sprintf("%s %s: %s", name, when, e.why.FindString(out)))
+				out := r.output[name]
+				if assert.Regexpf(t, m.caught[name], out, "%s failed, but not for the expected reason", name) {
+					killed = append(killed, name)
+					notes = append(notes, fmt.Sprintf("%s: %s", name, m.caught[name].FindString(out)))
 				}
 			}
-			t.Logf("the full run took %s; generated subtests that failed in it:\n  %s", r.elapsed.Round(100*time.Millisecond),
-				strings.Join(caught, "\n  "))
-			t.Logf("expected catches:\n  %s", strings.Join(notes, "\n  "))
+			mu.Lock()
+			kills[m.name] = killed
+			mu.Unlock()
+			t.Logf("ran %d generated subtests in %s; caught by:\n  %s", len(leaves(r.ran)), r.elapsed.Round(100*time.Millisecond),
+				strings.Join(notes, "\n  "))
 			if testing.Verbose() {
 				t.Logf("their failures:\n%s", failureReport(r))
 			}
 		})
 	}
-	t.Logf("the control run and the mutations took %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// killTable renders, for each mutation, the generated subtests that failed
+// under it for the expected reason.
+func killTable(kills map[string][]string) string {
+	var b strings.Builder
+	b.WriteString("kill table (mutation: generated subtests that caught it)\n")
+	for _, name := range slices.Sorted(maps.Keys(kills)) {
+		if len(kills[name]) == 0 {
+			fmt.Fprintf(&b, "  %s: NOT KILLED\n", name)
+			continue
+		}
+		fmt.Fprintf(&b, "  %s:\n", name)
+		for _, sub := range kills[name] {
+			fmt.Fprintf(&b, "      %s\n", sub)
+		}
+	}
+	return b.String()
 }
