@@ -27,13 +27,20 @@ func TestMeetingHoldsUntilABlockedTwin(t *testing.T) {
 	_, err = first.Exec(ctx, `INSERT INTO claims VALUES ('k')`)
 	require.NoError(t, err)
 
+	// The first claim is held before the twin exists; it may be released
+	// only once the twin is blocked on the row lock.
 	m := idemtest.NewMeeting(db, 2)
+	held := make(chan struct{})
+	go func() {
+		m.Claimed(ctx)
+		close(held)
+	}()
 	twin := make(chan error, 1)
 	go func() {
 		_, err := db.Pool.Exec(ctx, `INSERT INTO claims VALUES ('k')`) // blocks on the first's row
 		twin <- err
 	}()
-	m.Claimed(ctx) // returns only once the twin is blocked on the row lock
+	<-held
 
 	select {
 	case err := <-twin:
