@@ -113,6 +113,11 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, pathNames(), cfg.paths)
 	assert.Equal(t, []int{1, 2, 4, 8, 16, 32, 64}, cfg.concurrency)
 	assert.Equal(t, []int{0, 1_000_000, 10_000_000}, cfg.scaleRows)
+	assert.Empty(t, cfg.settings)
+
+	cfg, err = parseFlags(flag.NewFlagSet("bench", flag.ContinueOnError), []string{"-pg", "shared_buffers=1GB", "-pg", "work_mem=8MB"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"shared_buffers=1GB", "work_mem=8MB"}, cfg.settings)
 
 	for _, tc := range []struct {
 		args []string
@@ -125,6 +130,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-ops", "0"}, "-ops must be at least 1"},
 		{[]string{"-sweep.cycles", "0"}, "-sweep.cycles must be at least 1"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-sweep.share", "0"}, "-sweep.share 0 must be above 0"},
+		{[]string{"-pg", "shared_buffers"}, `"shared_buffers" is not name=value`},
 	} {
 		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)

@@ -10,7 +10,8 @@
 //   - latency: every path at every concurrency: p50, p99, calls per
 //     second, and the ratios to the spell; -png draws them.
 //   - scale: claim and replay p50/p99 with the ledger already holding
-//     -scale.rows rows (bulk-loaded with INSERT … SELECT generate_series).
+//     -scale.rows rows (bulk-loaded with INSERT … SELECT generate_series);
+//     -scale.prewarm reads it into shared buffers first.
 //   - sweep: Sweep of -sweep.rows expired rows while live claims run: live
 //     p99 before and during, table and index sizes, autovacuum settings;
 //     -sweep.cycles loads and sweeps again to show the space is reused,
@@ -39,6 +40,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
 )
 
@@ -51,13 +53,16 @@ type config struct {
 	png         string
 	cpuProfile  string
 	pgss        bool
+	settings    []string
 
-	scaleRows []int
-	scaleOps  int
+	scaleRows    []int
+	scaleOps     int
+	scalePrewarm bool
 
 	sweepRows        int
 	sweepConcurrency int
 	sweepCycles      int
+	sweepShare       float64
 	sweepBefore      time.Duration
 	sweepAutovacuum  time.Duration
 
@@ -99,10 +104,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&cfg.png, "png", "", "draw the latency experiment into this PNG file")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the client to this file")
 	fs.BoolVar(&cfg.pgss, "pgss", false, "preload pg_stat_statements and print where the server's time goes, per path")
+	fs.Func("pg", "a server setting name=value for the throwaway PostgreSQL, as for postgres -c (repeatable), e.g. -pg shared_buffers=4GB", func(kv string) error {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return fmt.Errorf("%q is not name=value", kv)
+		}
+		cfg.settings = append(cfg.settings, kv)
+		return nil
+	})
 	fs.StringVar(&scaleRows, "scale.rows", "0,1000000,10000000", "ledger sizes of the scale experiment, comma-separated")
 	fs.IntVar(&cfg.scaleOps, "scale.ops", 3000, "claims and replays measured at each ledger size")
+	fs.BoolVar(&cfg.scalePrewarm, "scale.prewarm", false, "read the loaded ledger into shared buffers before measuring it (pg_prewarm; give the server room with -pg shared_buffers=…)")
 	fs.IntVar(&cfg.sweepRows, "sweep.rows", 1000000, "expired rows the sweep experiment deletes")
 	fs.IntVar(&cfg.sweepConcurrency, "sweep.concurrency", 4, "goroutines of live claims during the sweep experiment")
+	fs.Float64Var(&cfg.sweepShare, "sweep.share", idem.DefaultSweepShare, "share of its time the sweep spends deleting (idem.WithSweepShare; 1: flat out)")
 	fs.IntVar(&cfg.sweepCycles, "sweep.cycles", 2, "load-and-sweep cycles of the sweep experiment")
 	fs.DurationVar(&cfg.sweepBefore, "sweep.before", 10*time.Second, "how long live claims are measured before each sweep")
 	fs.DurationVar(&cfg.sweepAutovacuum, "sweep.autovacuum", 0, "after each sweep wait up to this long for autovacuum to vacuum the ledger, instead of running VACUUM")
@@ -148,6 +162,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if cfg.scaleOps < 1 || cfg.hotOps < 1 || cfg.sweepConcurrency < 1 || cfg.sweepCycles < 1 || cfg.sweepRows < 0 || cfg.sweepBefore <= 0 {
 		return cfg, errors.New("-scale.ops, -hot.ops, -sweep.concurrency and -sweep.cycles must be at least 1, -sweep.rows at least 0, -sweep.before positive")
 	}
+	if !(cfg.sweepShare > 0 && cfg.sweepShare <= 1) {
+		return cfg, fmt.Errorf("-sweep.share %g must be above 0 and at most 1", cfg.sweepShare)
+	}
 	return cfg, nil
 }
 
@@ -188,6 +205,9 @@ func pathNames() []string {
 // run starts the server, runs the experiments and stops the server.
 func run(ctx context.Context, w io.Writer, cfg config) (err error) {
 	var opts []idemtest.ServerOption
+	if len(cfg.settings) > 0 {
+		opts = append(opts, idemtest.WithSettings(cfg.settings...))
+	}
 	if cfg.pgss {
 		opts = append(opts, idemtest.WithSettings("shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track_planning=on"))
 	}
@@ -258,12 +278,12 @@ func (b *bench) header(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
-	var full, fsync, syncCommit string
-	if err := db.Pool.QueryRow(ctx, `SELECT (current_setting('server_version_num')::int / 10000)::text, current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')`).Scan(&b.version, &full, &fsync, &syncCommit); err != nil {
+	var full, fsync, syncCommit, buffers string
+	if err := db.Pool.QueryRow(ctx, `SELECT (current_setting('server_version_num')::int / 10000)::text, current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit'), current_setting('shared_buffers')`).Scan(&b.version, &full, &fsync, &syncCommit, &buffers); err != nil {
 		return fmt.Errorf("server version: %w", err)
 	}
-	fmt.Fprintf(b.w, "PostgreSQL %s on a unix socket (fsync=%s, synchronous_commit=%s); %d CPUs, GOMAXPROCS %d, %s; load average at the start: %s\n",
-		full, fsync, syncCommit, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), loadAverage())
+	fmt.Fprintf(b.w, "PostgreSQL %s on a unix socket (fsync=%s, synchronous_commit=%s, shared_buffers=%s); %d CPUs, GOMAXPROCS %d, %s; load average at the start: %s\n",
+		full, fsync, syncCommit, buffers, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), loadAverage())
 	return nil
 }
 

@@ -100,6 +100,7 @@ func allPaths() []path {
 		{name: "claimed", desc: "generated wrapper, atomic mode, claimed (a new key)", opts: withLedger(paymentsDDL), prepare: prepareClaimed, ledger: ledger.DefaultTable},
 		{name: "replay", desc: "generated wrapper, atomic mode, replay (a finished key)", opts: withLedger(paymentsDDL), prepare: prepareReplay},
 		{name: "external", desc: "generated wrapper, external mode, claimed (the work in its own transaction)", opts: withLedger(paymentsDDL), prepare: prepareExternal, ledger: ledger.DefaultTable},
+		{name: "inline-work", desc: "not a wrapper: inline mode's work alone, the payment row carrying a key (BEGIN, INSERT, COMMIT), the bare work inline mode is held to", opts: inlineOpts, prepare: prepareInlineWork},
 		{name: "inline", desc: "generated wrapper, inline mode, claimed (the key in the payment row)", opts: inlineOpts, prepare: prepareInline},
 		{name: "floor", desc: "not a wrapper: the work, then a whole ledger row (response included) sent with COMMIT; no claim before the work, so twins both run it. The least a separate ledger row can cost", opts: withLedger(paymentsDDL), prepare: prepareFloor, ledger: ledger.DefaultTable},
 	}
@@ -245,6 +246,17 @@ func inlineLookup(ctx context.Context, tx pgx.Tx, k idem.InlineKey) (Receipt, []
 	err := tx.QueryRow(ctx, `SELECT id, amount, idempotency_fingerprint FROM inline_payments
 WHERE idempotency_scope = $1 AND idempotency_key = $2`, k.Scope, k.Key).Scan(&r.PaymentID, &r.Amount, &fp)
 	return r, fp, err
+}
+
+func prepareInlineWork(_ context.Context, db *idemtest.DB, _ int) (op, error) {
+	fp := fingerprint()
+	return func(ctx context.Context, i int) error {
+		ctx = idem.ContextWithInlineKey(ctx, idem.InlineKey{Key: key(i), Fingerprint: fp})
+		return pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			_, err := inlineCharge(ctx, tx)
+			return err
+		})
+	}, nil
 }
 
 func prepareInline(_ context.Context, db *idemtest.DB, _ int) (op, error) {

@@ -275,6 +275,11 @@ func retryable(err error) bool {
 // backoff sleeps before attempt n+1: base·2ⁿ⁻¹, capped at 1s, with full
 // jitter. It returns early with ctx's error.
 func (s *Store) backoff(ctx context.Context, n int) error {
+	if err := ctx.Err(); err != nil {
+		// A select on an ended context and a timer that already fired
+		// picks either: never wait, or report success, past the end.
+		return err
+	}
 	d := s.cfg.baseBackoff
 	for i := 1; i < n && d < time.Second; i++ { // doubling stops at the cap: no overflow
 		d *= 2

@@ -398,33 +398,18 @@ func InlineInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod
 // (DefaultSweepBatch if batch <= 0): their key, scope, fingerprint and
 // claimed-at columns become NULL, so the key is free again, and the rows
 // themselves stay. Each batch is one short statement that skips rows a
-// transaction holds. It stops when a batch comes back short or ctx ends, and
-// returns how many rows it cleared.
+// transaction holds, paced like Sweep (WithSweepShare). It stops when a
+// batch comes back short or ctx ends, and returns how many rows it cleared.
 func SweepInline[R any](ctx context.Context, s *Store, m *InlineMethod[R], batch int) (int64, error) {
 	q, err := m.queries()
 	if err != nil {
 		return 0, err
 	}
-	if batch <= 0 {
-		batch = DefaultSweepBatch
-	}
-	var total int64
-	for {
-		start := time.Now()
+	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
 		tag, err := s.pool.Exec(ctx, q.sweep, s.now(), micros(m.retention(s)), batch)
 		if err != nil {
-			return total, storeErr(m.Name, "clear expired keys", err)
+			return 0, storeErr(m.Name, "clear expired keys", err)
 		}
-		n := tag.RowsAffected()
-		total += n
-		if n > 0 {
-			s.hook(ctx, s.cfg.hooks.Swept, Event{Method: m.Name, Rows: n, Duration: time.Since(start)})
-		}
-		if n < int64(batch) {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+		return tag.RowsAffected(), nil
+	}, Event{Method: m.Name})
 }

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +175,9 @@ func TestNewStoreRefusesUnsafeSettings(t *testing.T) {
 		"non-positive lock":              {idem.WithLockTimeout(0)},
 		"claim wait under 1ms":           {idem.WithClaimWait(time.Microsecond)},
 		"claim wait over 24h":            {idem.WithClaimWait(25 * time.Hour)},
+		"sweep share 0":                  {idem.WithSweepShare(0)},
+		"sweep share over 1":             {idem.WithSweepShare(1.5)},
+		"sweep share NaN":                {idem.WithSweepShare(math.NaN())},
 		"table too long for index names": {idem.WithTable("t23456789012345678901234567890123456789012345678_")},
 	} {
 		_, err := idem.NewStore(db.Pool, opts...)
@@ -181,6 +185,8 @@ func TestNewStoreRefusesUnsafeSettings(t *testing.T) {
 	}
 	_, err := idem.NewStore(db.Pool, idem.WithRetention(time.Minute), idem.WithLockTimeout(time.Minute))
 	require.NoError(t, err)
+	_, err = idem.NewStore(db.Pool, idem.WithSweepShare(1))
+	require.NoError(t, err, "a share of 1 sweeps without pausing")
 }
 
 func TestMethodSettingsCheckedAtCallTime(t *testing.T) {

@@ -12,24 +12,40 @@ const DefaultSweepBatch = 1000
 // Sweep deletes ledger rows whose retention window has ended, in batches of
 // batch rows (DefaultSweepBatch if batch <= 0). Each batch is one short
 // statement, oldest rows first, that skips rows a live claim has locked, so
-// cleanup never blocks traffic. It stops when a batch comes back short or
-// ctx ends, and returns how many rows it deleted. A row is never deleted
-// before its expires_at.
+// cleanup never blocks traffic; between full batches it pauses, so that it
+// spends only the store's sweep share of its time deleting
+// (WithSweepShare). It stops when a batch comes back short or ctx ends, and
+// returns how many rows it deleted. A row is never deleted before its
+// expires_at.
 func (s *Store) Sweep(ctx context.Context, batch int) (int64, error) {
+	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
+		tag, err := s.pool.Exec(ctx, s.q.sweep, s.now(), batch)
+		if err != nil {
+			return 0, storeErr("sweep", "delete expired rows", err)
+		}
+		return tag.RowsAffected(), nil
+	}, Event{})
+}
+
+// sweepBatches runs one batch after another until a batch comes back short,
+// pacing them by the sweep share, and reports each non-empty batch to the
+// Swept hook with ev's method.
+func (s *Store) sweepBatches(ctx context.Context, batch int, one func(batch int) (int64, error), ev Event) (int64, error) {
 	if batch <= 0 {
 		batch = DefaultSweepBatch
 	}
 	var total int64
 	for {
 		start := time.Now()
-		tag, err := s.pool.Exec(ctx, s.q.sweep, s.now(), batch)
+		n, err := one(batch)
 		if err != nil {
-			return total, storeErr("sweep", "delete expired rows", err)
+			return total, err
 		}
-		n := tag.RowsAffected()
+		took := time.Since(start)
 		total += n
 		if n > 0 {
-			s.hook(ctx, s.cfg.hooks.Swept, Event{Rows: n, Duration: time.Since(start)})
+			ev.Rows, ev.Duration = n, took
+			s.hook(ctx, s.cfg.hooks.Swept, ev)
 		}
 		if n < int64(batch) {
 			return total, nil
@@ -37,6 +53,30 @@ func (s *Store) Sweep(ctx context.Context, batch int) (int64, error) {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
+		if err := s.pause(ctx, sweepPause(took, s.cfg.sweepShare)); err != nil {
+			return total, err
+		}
+	}
+}
+
+// sweepPause is the pause after a batch that took took, so that deleting
+// is share of the sweep's time.
+func sweepPause(took time.Duration, share float64) time.Duration {
+	return time.Duration(float64(took) * (1 - share) / share)
+}
+
+// sleepCtx waits for d, or returns ctx's error when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
