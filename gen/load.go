@@ -1,14 +1,17 @@
 package gen
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -142,6 +145,9 @@ func load(ctx context.Context, dir string, patterns []string, tags string) ([]*l
 	}
 	sort.Strings(order)
 	if len(order) == 0 {
+		if err := goListFailure(ctx, dir, cfg.BuildFlags, patterns); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("no Go packages match %s", strings.Join(patterns, " "))
 	}
 	out := make([]*loaded, 0, len(order))
@@ -185,6 +191,27 @@ func collect(pkgs []*packages.Package) (map[string]*loaded, []string) {
 		}
 	}
 	return byPath, kept
+}
+
+// goListFailure asks the go command itself why patterns matched no package.
+// go/packages reports a go command that refuses to list anything (go.mod
+// needs updating, a missing go.sum entry) as an empty result; the go
+// command's own message says what to do, so it is returned instead of a bare
+// "no packages".
+func goListFailure(ctx context.Context, dir string, buildFlags, patterns []string) error {
+	args := append([]string{"list", "-test"}, buildFlags...)
+	cmd := exec.CommandContext(ctx, "go", append(append(args, "--"), patterns...)...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("the go command cannot list %s:\n%s", strings.Join(patterns, " "), msg)
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"testing"
 
@@ -128,4 +129,44 @@ func TestUserOverlayInGOFLAGS(t *testing.T) {
 	out, err := Generate(context.Background(), Config{Dir: pkg, GoFile: "svc.go"})
 	require.NoError(t, err)
 	assert.Contains(t, string(out.Files[gofile]), "func (w *IdempotentSvc) Do(")
+}
+
+// TestGoCommandRefusal: a module whose go.mod the go command wants updated
+// (a fixture file imports runtime/idemtest, whose testify go.mod does not
+// list yet: a new user's first run) is answered with the go command's own
+// message, not "no Go packages match".
+func TestGoCommandRefusal(t *testing.T) {
+	dir := testmod.New(t, "refusal", map[string][]byte{
+		"svc.go": []byte(`package svc
+
+import "context"
+
+// Svc is a service.
+type Svc struct{}
+
+// Do does it.
+//
+//go:generate idemgen
+func (s *Svc) Do(ctx context.Context, id string) error { return nil }
+`),
+		"fixtures_test.go": []byte(`package svc
+
+import "github.com/idemgen/idemgen/runtime/idemtest"
+
+var _ *idemtest.DB
+`),
+	})
+	gomod := filepath.Join(dir, "go.mod")
+	b, err := os.ReadFile(gomod)
+	require.NoError(t, err)
+	// Only the tool's own requirement is left, as after go get -tool.
+	stripped := regexp.MustCompile(`(?s)require \(.*?\)\n`).ReplaceAll(b, nil)
+	require.NotEqual(t, b, stripped, "the module lists its requirements")
+	require.NoError(t, os.WriteFile(gomod, stripped, 0o644))
+
+	_, err = Generate(context.Background(), Config{Dir: dir, GoFile: "svc.go"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the go command cannot list")
+	assert.Contains(t, err.Error(), "go mod tidy")
+	assert.NotContains(t, err.Error(), "no Go packages match")
 }
