@@ -103,6 +103,7 @@ func allPaths() []path {
 		{name: "inline-work", desc: "not a wrapper: inline mode's work alone, the payment row carrying a key (BEGIN, INSERT, COMMIT), the bare work inline mode is held to", opts: inlineOpts, prepare: prepareInlineWork},
 		{name: "inline", desc: "generated wrapper, inline mode, claimed (the key in the payment row)", opts: inlineOpts, prepare: prepareInline},
 		{name: "floor", desc: "not a wrapper: the work, then a whole ledger row (response included) sent with COMMIT; no claim before the work, so twins both run it. The least a separate ledger row can cost", opts: withLedger(paymentsDDL), prepare: prepareFloor, ledger: ledger.DefaultTable},
+		{name: "lockfirst", desc: "not a wrapper: a design to weigh; the claim is an advisory lock on the key, sent with BEGIN and the read; the ledger row is written once, with COMMIT", opts: withLedger(paymentsDDL), prepare: prepareLockFirst, ledger: ledger.DefaultTable},
 	}
 }
 
@@ -311,6 +312,84 @@ VALUES ('', $1, $2, $3, 'done', $4, now() + $5::bigint * interval '1 microsecond
 		}
 		b := &pgx.Batch{}
 		b.Queue(insert, method, key(i), fp, resp, ret)
+		b.Queue("COMMIT")
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		committed = true
+		return nil
+	}, nil
+}
+
+// prepareLockFirst is a design the runtime does not use (yet): the claim is a
+// transaction-scoped advisory lock on the key's hash, bounded by the claim
+// wait as the runtime's claim is, sent with BEGIN and the read of the key's
+// row in one round trip; the ledger row, response included, is written once,
+// with COMMIT, as in the floor path. Twins queue on the lock instead of on an
+// uncommitted row, and the primary key still refuses a second row should
+// anything not take the lock.
+func prepareLockFirst(_ context.Context, db *idemtest.DB, _ int) (op, error) {
+	l, err := ledger.New(ledger.DefaultTable)
+	if err != nil {
+		return nil, err
+	}
+	lock := `SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || length($2) || ':' || $2 || $3, 0))`
+	read := fmt.Sprintf(`SELECT fingerprint, response FROM %s WHERE scope = $1 AND method = $2 AND key = $3`, l.Table.Quoted())
+	insert := fmt.Sprintf(`INSERT INTO %s (scope, method, key, fingerprint, status, response, expires_at, intention)
+VALUES ('', $1, $2, $3, 'done', $4, now() + $5::bigint * interval '1 microsecond', gen_random_uuid())`, l.Table.Quoted())
+	const waitOn = `SELECT set_config('lock_timeout', $1, true)
+FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS saved`
+	const waitOff = `SELECT set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)`
+	method, fp, ret := chargeMethod().Name, fingerprint(), retention.Microseconds()
+	return func(ctx context.Context, i int) (err error) {
+		conn, err := db.Pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		committed := false
+		defer func() {
+			if !committed {
+				_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			}
+		}()
+		k := key(i)
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(waitOn, "5000ms")
+		b.Queue(lock, "", method, k)
+		b.Queue(waitOff)
+		b.Queue(read, "", method, k)
+		br := conn.SendBatch(ctx, b)
+		for range 4 {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return err
+			}
+		}
+		var storedFP, stored []byte
+		err = br.QueryRow().Scan(&storedFP, &stored)
+		if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
+			if cerr != nil {
+				return cerr
+			}
+		}
+		if err == nil {
+			return errors.New("lockfirst: the key is already done")
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		r, err := chargeOn(ctx, conn)
+		if err != nil {
+			return err
+		}
+		resp, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		b = &pgx.Batch{}
+		b.Queue(insert, method, k, fp, resp, ret)
 		b.Queue("COMMIT")
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			return err
