@@ -9,7 +9,7 @@ import "testing"
 func TestBlackholePartition(t *testing.T) {
 	n := size(30, 300)
 	e := newEnv(t, "blackhole partition", envConfig{})
-	ins := intents("blackhole", n, n)
+	ins := withInline(intents("blackhole", n, n), "blackhole", n)
 	wait := e.storm(ins, 4)
 	e.waitClaims(int64(len(ins) / 3))
 	e.addToxic("blackhole-up", "timeout", "upstream", `{"timeout":0}`)

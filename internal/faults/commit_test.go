@@ -42,7 +42,7 @@ func TestCommitAcknowledgementLost(t *testing.T) {
 			hit <- fired{ev, callReturned(ctx), e.tryAddToxic("lose-ack", "timeout", "downstream", `{"timeout":0}`)}
 		}
 	}})
-	ins := intents("commit", size(40, 400), size(10, 100))
+	ins := withInline(intents("commit", size(40, 400), size(10, 100)), "commit", size(10, 100))
 	wait := e.storm(ins, 4)
 	lost, tries := 0, 0
 	for lost < rounds && tries < 4*rounds {

@@ -57,6 +57,7 @@ type kind int
 const (
 	atomicCall kind = iota
 	externalCall
+	inlineCall
 )
 
 // intent is one intention: a key and the request it names.
@@ -78,6 +79,14 @@ func intents(prefix string, atomicN, externalN int) []intent {
 	}
 	for i := range externalN {
 		ins = append(ins, intent{externalCall, fmt.Sprintf("%s-x-%05d", prefix, i), request{Memo: fmt.Sprintf("%s payout %d", prefix, i), Amount: int64(200 + i)}})
+	}
+	return ins
+}
+
+// withInline adds n inline intentions to ins.
+func withInline(ins []intent, prefix string, n int) []intent {
+	for i := range n {
+		ins = append(ins, intent{inlineCall, fmt.Sprintf("%s-i-%05d", prefix, i), request{Memo: fmt.Sprintf("%s order %d", prefix, i), Amount: int64(300 + i)}})
 	}
 	return ins
 }
@@ -139,7 +148,8 @@ type envConfig struct {
 
 func newEnv(t *testing.T, name string, cfg envConfig) *env {
 	t.Helper()
-	db := idemtest.New(t, idemtest.WithSetup(append([]string{paymentsDDL}, cfg.setup...)...), idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.MaxConns = 8 }))
+	setup := append(append([]string{paymentsDDL}, inlineDDL(t)...), cfg.setup...)
+	db := idemtest.New(t, idemtest.WithSetup(setup...), idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.MaxConns = 8 }))
 	e := &env{
 		t: t, name: name, db: db, bank: newBank(),
 		fig:       figures{name: name, errors: map[string]int64{}},
@@ -260,6 +270,8 @@ func (e *env) callWith(svc *service, in intent, wait bool) outcome {
 			out.resp, out.err = svc.Charge(ctx, in.req)
 		case externalCall:
 			out.resp, out.err = svc.Payout(ctx, in.req)
+		case inlineCall:
+			out.resp, out.err = svc.Order(ctx, in.req)
 		}
 		out.replayed = o.Replayed()
 		close(returned)
@@ -596,7 +608,7 @@ func (e *env) checkEffects(ins []intent, complete bool) {
 		}
 		for _, r := range resps {
 			switch in.kind {
-			case atomicCall:
+			case atomicCall, inlineCall:
 				got := r.(receipt)
 				want := receipt{ID: got.ID, Key: in.key, Memo: in.req.Memo, Amount: in.req.Amount}
 				assert.Equal(t, want, got, "%s: %s answered with another request's receipt", e.name, in.key)

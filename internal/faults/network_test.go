@@ -33,7 +33,7 @@ func (e *env) waitClaims(n int64) {
 func TestPostgresRestart(t *testing.T) {
 	n := size(30, 300)
 	e := newEnv(t, "PostgreSQL stopped (immediate) and restarted", envConfig{})
-	ins := intents("restart", n, n)
+	ins := withInline(intents("restart", n, n), "restart", n)
 	begin := time.Now()
 	wait := e.storm(ins, 4)
 	e.waitClaims(int64(len(ins) / 3))
@@ -52,7 +52,7 @@ func TestPostgresRestart(t *testing.T) {
 func TestConnectionReset(t *testing.T) {
 	n := size(20, 300)
 	e := newEnv(t, "connection reset (reset_peer)", envConfig{})
-	ins := intents("reset", n, n)
+	ins := withInline(intents("reset", n, n), "reset", n)
 	begin := time.Now()
 	wait := e.storm(ins, 4)
 	for round := int64(1); round <= 3; round++ {

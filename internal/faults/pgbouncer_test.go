@@ -171,7 +171,7 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			e := newEnv(t, "PgBouncer transaction mode, pgx "+m.name, envConfig{upstream: b.addr(), execMode: m.mode})
-			ins := intents("bouncer-"+m.name, n, n)
+			ins := withInline(intents("bouncer-"+m.name, n, n), "bouncer-"+m.name, n)
 			e.storm(ins, 4)()
 			e.check(ins)
 		})

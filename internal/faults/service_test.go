@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // paymentsDDL is the business table of the atomic method: one row per effect.
@@ -109,13 +112,14 @@ func (b *bank) snapshot() ([]transfer, int) {
 	return ts, calls
 }
 
-// service is the system under test: one atomic and one external method,
-// written the way generated wrappers call the runtime.
+// service is the system under test: an atomic, an external and an inline
+// method, written the way generated wrappers call the runtime.
 type service struct {
 	store  *idem.Store
 	bank   transferer
 	charge *idem.Method[receipt]
 	payout *idem.Method[payout]
+	order  *idem.InlineMethod[receipt]
 }
 
 func newService(store *idem.Store, b transferer) *service {
@@ -124,7 +128,28 @@ func newService(store *idem.Store, b transferer) *service {
 		bank:   b,
 		charge: &idem.Method[receipt]{Name: "faults.Service.Charge"},
 		payout: &idem.Method[payout]{Name: "faults.Service.Payout"},
+		order:  &idem.InlineMethod[receipt]{Name: "faults.Service.Order", Table: "payments"},
 	}
+}
+
+// inlineDDL adds inline mode's key columns and unique index to the payments
+// table: the inline method's rows carry their key, the atomic method's rows
+// leave the columns NULL.
+func inlineDDL(t *testing.T) []string {
+	t.Helper()
+	l, err := ledger.NewInline("payments")
+	require.NoError(t, err)
+	return l.DDL()
+}
+
+// paymentByKey is the inline method's lookup: the row stored under the key,
+// with the fingerprint written with it.
+func paymentByKey(ctx context.Context, tx pgx.Tx, k idem.InlineKey) (receipt, []byte, error) {
+	var r receipt
+	var fp []byte
+	err := tx.QueryRow(ctx, `SELECT id, key, memo, amount, idempotency_fingerprint FROM payments
+WHERE idempotency_scope = $1 AND idempotency_key = $2`, k.Scope, k.Key).Scan(&r.ID, &r.Key, &r.Memo, &r.Amount, &fp)
+	return r, fp, err
 }
 
 // fingerprint hashes a request the way generated fingerprint functions do.
@@ -144,6 +169,21 @@ func (s *service) Charge(ctx context.Context, req request) (receipt, error) {
 		r := receipt{Key: key, Memo: req.Memo, Amount: req.Amount}
 		err := tx.QueryRow(ctx, `INSERT INTO payments (scope, key, memo, amount) VALUES ($1, $2, $3, $4) RETURNING id`,
 			idem.ScopeFrom(ctx), key, req.Memo, req.Amount).Scan(&r.ID)
+		if err != nil {
+			return receipt{}, fmt.Errorf("insert payment: %w", err)
+		}
+		return r, nil
+	})
+}
+
+// Order writes one payments row carrying its key (inline mode): the row's
+// INSERT is the claim.
+func (s *service) Order(ctx context.Context, req request) (receipt, error) {
+	return idem.Inline(ctx, s.store, s.order, fingerprint(s.order.Name, req), paymentByKey, func(ctx context.Context, tx pgx.Tx) (receipt, error) {
+		k, _ := idem.InlineKeyFrom(ctx)
+		r := receipt{Key: k.Key, Memo: req.Memo, Amount: req.Amount}
+		err := tx.QueryRow(ctx, `INSERT INTO payments (scope, key, memo, amount, idempotency_scope, idempotency_key, idempotency_fingerprint)
+VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, k.Scope, k.Key, req.Memo, req.Amount, k.Scope, k.Key, k.Fingerprint).Scan(&r.ID)
 		if err != nil {
 			return receipt{}, fmt.Errorf("insert payment: %w", err)
 		}

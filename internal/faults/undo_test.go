@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // hangGuard is how long a test waits for a call that must return while the
@@ -29,20 +28,9 @@ var errBody = errors.New("the body failed")
 // error while the partition lasts; it used to wait for the network, with
 // no bound.
 func TestSavepointUndoUnderBlackhole(t *testing.T) {
-	inline, err := ledger.NewInline("payments")
-	require.NoError(t, err)
-	orders := &idem.InlineMethod[receipt]{Name: "faults.Service.Order", Table: "payments"}
-	lookup := func(ctx context.Context, tx pgx.Tx, k idem.InlineKey) (receipt, []byte, error) {
-		var r receipt
-		var fp []byte
-		err := tx.QueryRow(ctx, `SELECT id, key, memo, amount, idempotency_fingerprint FROM payments
-WHERE idempotency_scope = $1 AND idempotency_key = $2`, k.Scope, k.Key).Scan(&r.ID, &r.Key, &r.Memo, &r.Amount, &fp)
-		return r, fp, err
-	}
 	for _, mode := range []string{"AtomicInTx", "InlineInTx"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t, "savepoint undo under a blackhole, "+mode, envConfig{
-				setup:     inline.DDL(),
 				storeOpts: []idem.Option{idem.WithFinaliseTimeout(100 * time.Millisecond)},
 			})
 			defer func() { e.pool.Close(); e.proxy.Stop() }()
@@ -72,7 +60,7 @@ VALUES ($1, $2, 'undo', 1, $3, $4, $5)`, scope, "undo-"+mode, k.Scope, k.Key, k.
 				case "AtomicInTx":
 					_, err = idem.AtomicInTx(ctx, e.store, tx, e.svc.charge, fp, body)
 				case "InlineInTx":
-					_, err = idem.InlineInTx(ctx, e.store, tx, orders, fp, lookup, body)
+					_, err = idem.InlineInTx(ctx, e.store, tx, e.svc.order, fp, paymentByKey, body)
 				}
 				done <- err
 			}()
