@@ -156,7 +156,12 @@ type fpWalk struct {
 func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[string]bool) bool {
 	rel := func(t types.Type) string { return types.TypeString(t, w.b.qualifier) }
 	fail := func(why string) bool {
-		w.b.e.add(w.pos, "cannot fingerprint %s (%s): %s; tag the field idem:\"-\" to leave it out of the fingerprint, or use a plain value", path, rel(t), why)
+		way := "tag the field idem:\"-\" to leave it out of the fingerprint, or use a plain value"
+		if !strings.Contains(path, ".") {
+			// The parameter itself (or its elements): there is no field to tag.
+			way = "give the parameter a type idemgen can hash: a plain value, or a struct whose unhashable fields are tagged idem:\"-\""
+		}
+		w.b.e.add(w.pos, "cannot fingerprint %s (%s): %s; %s", path, rel(t), why, way)
 		return false
 	}
 	switch u := types.Unalias(t).(type) {
