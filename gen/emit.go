@@ -22,7 +22,7 @@ type emitter struct {
 func newEmitter(m *Package) *emitter {
 	e := &emitter{m: m, named: map[string]*Named{}}
 	for _, n := range m.Named {
-		e.named[n.Type.PkgPath+"."+n.Type.Name] = n
+		e.named[n.Type.NamedKey()] = n
 	}
 	return e
 }
@@ -439,7 +439,7 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 		if n.TextPtr {
 			arg = jen.Op("&").Id("v")
 		}
-		return comment(fmt.Sprintf("%s writes %s %s into a fingerprint by its text form (MarshalText): its fields are unexported in package %s.", n.Helper, article(n.Type.Name), n.Type.Name, path.Base(n.Type.PkgPath))).Line().
+		return comment(fmt.Sprintf("%s writes %s %s into a fingerprint by its text form (MarshalText): its fields are unexported in package %s.", n.Helper, article(n.Type.Name), n.Type.Display(), path.Base(n.Type.PkgPath))).Line().
 			Func().Id(n.Helper).Add(params).Block(jen.Id("f").Dot("Text").Call(arg)).Line()
 	}
 	var hashed, left []string
@@ -454,9 +454,9 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 			}
 		}
 	}
-	doc := fmt.Sprintf("%s writes %s %s into a fingerprint.", n.Helper, article(n.Type.Name), n.Type.Name)
+	doc := fmt.Sprintf("%s writes %s %s into a fingerprint.", n.Helper, article(n.Type.Name), n.Type.Display())
 	if n.Underlying.Kind == KindStruct {
-		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, field by field: %s.", n.Helper, article(n.Type.Name), n.Type.Name, orNone(hashed))
+		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, field by field: %s.", n.Helper, article(n.Type.Name), n.Type.Display(), orNone(hashed))
 		if len(left) > 0 {
 			doc += fmt.Sprintf(" Left out (idem:\"-\"): %s.", strings.Join(left, ", "))
 		}
@@ -464,7 +464,7 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 	v := jen.Id("v")
 	if n.Underlying.Kind == KindNamed {
 		// type Date time.Time: hashed as the type it converts to.
-		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, as the %s.%s it converts to.", n.Helper, article(n.Type.Name), n.Type.Name, path.Base(n.Underlying.PkgPath), n.Underlying.Name)
+		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, as the %s.%s it converts to.", n.Helper, article(n.Type.Name), n.Type.Display(), path.Base(n.Underlying.PkgPath), n.Underlying.Name)
 		v = e.typ(n.Underlying).Call(v)
 	}
 	if n.Recursive {
@@ -496,7 +496,7 @@ func (e *emitter) reachesRecursive(t *Type, seen map[*Named]bool) bool {
 	}
 	switch t.Kind {
 	case KindNamed:
-		n := e.named[t.PkgPath+"."+t.Name]
+		n := e.named[t.NamedKey()]
 		if n == nil || seen[n] {
 			return false
 		}
@@ -542,7 +542,7 @@ func (e *emitter) structGuard(n *Named) jen.Code {
 			return nil
 		}
 	}
-	return comment(fmt.Sprintf("%s holds the fields of %s that %s was generated for. The build", n.GuardType, n.Type.Name, n.Helper),
+	return comment(fmt.Sprintf("%s holds the fields of %s that %s was generated for. The build", n.GuardType, n.Type.Display(), n.Helper),
 		"fails below, naming this type, if they change: run go generate so that "+n.Helper+" hashes them.").Line().
 		Type().Id(n.GuardType).Add(e.typ(n.Underlying)).Line().Line().
 		Var().Id("_").Op("=").Id(n.GuardType).Parens(e.typ(n.Type).Values()).Line()
@@ -558,7 +558,7 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 		if t.PkgPath == "time" && t.Name == "Time" {
 			return []jen.Code{f("Time", v)}
 		}
-		if n := e.named[t.PkgPath+"."+t.Name]; n != nil {
+		if n := e.named[t.NamedKey()]; n != nil {
 			return []jen.Code{jen.Id(n.Helper).Call(jen.Id("f"), v)}
 		}
 		return e.fpBasic(t.Basic, v, true)

@@ -1,6 +1,11 @@
 package gen
 
-import "time"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Mode is how a method is made idempotent.
 type Mode string
@@ -138,6 +143,56 @@ type Type struct {
 	Variadic bool    // KindFunc: the last parameter is ...Elem of its slice type
 	ChanDir  string  // KindChan: "chan", "<-chan" or "chan<-"
 	Expr     string  // KindOther: the type as Go source
+}
+
+// NamedKey identifies a named type, with its type arguments if it is an
+// instantiation of a generic type (Page[Money] and Page[string] are two
+// types, each with its own fingerprint helper).
+func (t *Type) NamedKey() string { return t.str(true) }
+
+// Display is the type as a doc comment names it: Page[Money], not its
+// import path.
+func (t *Type) Display() string { return t.str(false) }
+
+// str spells t; full qualifies named types by import path, otherwise by
+// the last element of it (and not at all in the type's own name).
+func (t *Type) str(full bool) string {
+	if t == nil {
+		return "?"
+	}
+	switch t.Kind {
+	case KindBasic:
+		return t.Basic
+	case KindNamed:
+		s := t.Name
+		if full {
+			s = t.PkgPath + "." + t.Name
+		}
+		if len(t.TypeArgs) > 0 {
+			args := make([]string, len(t.TypeArgs))
+			for i, a := range t.TypeArgs {
+				args[i] = a.str(full)
+			}
+			s += "[" + strings.Join(args, ",") + "]"
+		}
+		return s
+	case KindPointer:
+		return "*" + t.Elem.str(full)
+	case KindSlice:
+		return "[]" + t.Elem.str(full)
+	case KindArray:
+		return fmt.Sprintf("[%d]%s", t.Len, t.Elem.str(full))
+	case KindMap:
+		return "map[" + t.Key.str(full) + "]" + t.Elem.str(full)
+	case KindStruct:
+		fields := make([]string, len(t.Fields))
+		for i, f := range t.Fields {
+			fields[i] = f.Name + " " + f.Type.str(full) + " " + strconv.Quote(f.Tag)
+		}
+		return "struct{" + strings.Join(fields, "; ") + "}"
+	default:
+		return string(t.Kind) + ":" + t.Expr
+	}
 }
 
 // Field is a struct field.

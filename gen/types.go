@@ -175,9 +175,6 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 			w.leaf(path, fieldPath, "")
 			return true
 		}
-		if u.TypeArgs().Len() > 0 {
-			return fail("generic types are not supported in requests yet")
-		}
 		if obj.Parent() != obj.Pkg().Scope() {
 			return fail("a type declared inside a function cannot be named by generated code")
 		}
