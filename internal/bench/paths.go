@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
@@ -280,45 +281,10 @@ func prepareInline(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 // which is why the wrapper claims first; the difference between the two is
 // the price of claiming before the work.
 func prepareFloor(_ context.Context, db *idemtest.DB, _ int) (op, error) {
-	l, err := ledger.New(ledger.DefaultTable)
-	if err != nil {
-		return nil, err
-	}
-	insert := fmt.Sprintf(`INSERT INTO %s (scope, method, key, fingerprint, status, response, expires_at, intention)
-VALUES ('', $1, $2, $3, 'done', $4, now() + $5::bigint * interval '1 microsecond', gen_random_uuid())`, l.Table.Quoted())
-	method, fp, ret := chargeMethod().Name, fingerprint(), retention.Microseconds()
-	return func(ctx context.Context, i int) (err error) {
-		conn, err := db.Pool.Acquire(ctx)
-		if err != nil {
-			return err
-		}
-		defer conn.Release()
-		committed := false
-		defer func() {
-			if !committed {
-				_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-			}
-		}()
-		if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
-			return err
-		}
-		r, err := chargeOn(ctx, conn)
-		if err != nil {
-			return err
-		}
-		resp, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
-		b := &pgx.Batch{}
-		b.Queue(insert, method, key(i), fp, resp, ret)
-		b.Queue("COMMIT")
-		if err := conn.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		committed = true
-		return nil
-	}, nil
+	return ledgerRowOnce(db, func(ctx context.Context, conn *pgxpool.Conn, _ string) error {
+		_, err := conn.Exec(ctx, "BEGIN")
+		return err
+	})
 }
 
 // prepareLockFirst is a design the runtime does not use (yet): the claim is a
@@ -333,15 +299,57 @@ func prepareLockFirst(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock := `SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || length($2) || ':' || $2 || $3, 0))`
-	read := fmt.Sprintf(`SELECT fingerprint, response FROM %s WHERE scope = $1 AND method = $2 AND key = $3`, l.Table.Quoted())
+	// The claim wait's bracket, as runtime/idem sends it around its claim.
+	const (
+		waitOn = `SELECT set_config('lock_timeout', $1, true)
+FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS saved`
+		waitOff = `SELECT set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)`
+		lock    = `SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || length($2) || ':' || $2 || $3, 0))`
+	)
+	read := fmt.Sprintf(`SELECT 1 FROM %s WHERE scope = $1 AND method = $2 AND key = $3`, l.Table.Quoted())
+	method := chargeMethod().Name
+	return ledgerRowOnce(db, func(ctx context.Context, conn *pgxpool.Conn, k string) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(waitOn, "5000ms")
+		b.Queue(lock, "", method, k)
+		b.Queue(waitOff)
+		b.Queue(read, "", method, k)
+		br := conn.SendBatch(ctx, b)
+		var err error
+		for range 4 {
+			if err == nil {
+				_, err = br.Exec()
+			}
+		}
+		if err == nil {
+			var one int
+			if err = br.QueryRow().Scan(&one); err == nil {
+				err = errors.New("lockfirst: the key is already done")
+			} else if errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+// ledgerRowOnce returns an operation that opens its transaction with begin
+// (the key is k), runs the work, and writes the whole ledger row, response
+// included, with COMMIT in one round trip: the paths whose ledger row is
+// written once.
+func ledgerRowOnce(db *idemtest.DB, begin func(ctx context.Context, conn *pgxpool.Conn, k string) error) (op, error) {
+	l, err := ledger.New(ledger.DefaultTable)
+	if err != nil {
+		return nil, err
+	}
 	insert := fmt.Sprintf(`INSERT INTO %s (scope, method, key, fingerprint, status, response, expires_at, intention)
 VALUES ('', $1, $2, $3, 'done', $4, now() + $5::bigint * interval '1 microsecond', gen_random_uuid())`, l.Table.Quoted())
-	const waitOn = `SELECT set_config('lock_timeout', $1, true)
-FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS saved`
-	const waitOff = `SELECT set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)`
 	method, fp, ret := chargeMethod().Name, fingerprint(), retention.Microseconds()
-	return func(ctx context.Context, i int) (err error) {
+	return func(ctx context.Context, i int) error {
 		conn, err := db.Pool.Acquire(ctx)
 		if err != nil {
 			return err
@@ -354,30 +362,7 @@ FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'),
 			}
 		}()
 		k := key(i)
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		b.Queue(waitOn, "5000ms")
-		b.Queue(lock, "", method, k)
-		b.Queue(waitOff)
-		b.Queue(read, "", method, k)
-		br := conn.SendBatch(ctx, b)
-		for range 4 {
-			if _, err := br.Exec(); err != nil {
-				_ = br.Close()
-				return err
-			}
-		}
-		var storedFP, stored []byte
-		err = br.QueryRow().Scan(&storedFP, &stored)
-		if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
-			if cerr != nil {
-				return cerr
-			}
-		}
-		if err == nil {
-			return errors.New("lockfirst: the key is already done")
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		if err := begin(ctx, conn, k); err != nil {
 			return err
 		}
 		r, err := chargeOn(ctx, conn)
@@ -388,7 +373,7 @@ FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'),
 		if err != nil {
 			return err
 		}
-		b = &pgx.Batch{}
+		b := &pgx.Batch{}
 		b.Queue(insert, method, k, fp, resp, ret)
 		b.Queue("COMMIT")
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
