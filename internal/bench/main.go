@@ -278,12 +278,12 @@ func (b *bench) header(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
-	var full, fsync, syncCommit, buffers string
-	if err := db.Pool.QueryRow(ctx, `SELECT (current_setting('server_version_num')::int / 10000)::text, current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit'), current_setting('shared_buffers')`).Scan(&b.version, &full, &fsync, &syncCommit, &buffers); err != nil {
+	var full, fsync, syncCommit, buffers, huge string
+	if err := db.Pool.QueryRow(ctx, `SELECT (current_setting('server_version_num')::int / 10000)::text, current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit'), current_setting('shared_buffers'), current_setting('huge_pages')`).Scan(&b.version, &full, &fsync, &syncCommit, &buffers, &huge); err != nil {
 		return fmt.Errorf("server version: %w", err)
 	}
-	fmt.Fprintf(b.w, "PostgreSQL %s on a unix socket (fsync=%s, synchronous_commit=%s, shared_buffers=%s); %d CPUs, GOMAXPROCS %d, %s; load average at the start: %s\n",
-		full, fsync, syncCommit, buffers, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), loadAverage())
+	fmt.Fprintf(b.w, "PostgreSQL %s on a unix socket (fsync=%s, synchronous_commit=%s, shared_buffers=%s, huge_pages=%s); %d CPUs, GOMAXPROCS %d, %s; load average at the start: %s\n",
+		full, fsync, syncCommit, buffers, huge, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), loadAverage())
 	return nil
 }
 
@@ -380,14 +380,25 @@ func (b *bench) measurePath(ctx context.Context, p path) (_ []result, err error)
 		if _, err := measure(ctx, fn, &keys, c, load{ops: max(2*c, min(200, b.cfg.load.ops/10))}); err != nil {
 			return nil, err
 		}
+		_, cpu0, ok0, err := serverProcs(ctx, db)
+		if err != nil {
+			return nil, err
+		}
 		r, err := measure(ctx, fn, &keys, c, b.cfg.load)
 		if err != nil {
 			return nil, err
 		}
+		_, cpu1, ok1, err := serverProcs(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		if ok0 && ok1 {
+			r.serverCPU = (cpu1 - cpu0) / time.Duration(r.ops)
+		}
 		r.path = p.name
 		results = append(results, r)
-		fmt.Fprintf(b.w, "%-8s %3d goroutines: %6d calls, p50 %6sµs, p99 %6sµs, %7.0f calls/s\n",
-			p.name, c, r.ops, micros(r.p50), micros(r.p99), r.throughput())
+		fmt.Fprintf(b.w, "%-8s %3d goroutines: %6d calls, p50 %6sµs, p99 %6sµs, %7.0f calls/s, CPU %sµs per call (server %sµs)\n",
+			p.name, c, r.ops, micros(r.p50), micros(r.p99), r.throughput(), micros(r.cpu), micros(r.serverCPU))
 	}
 	if b.cfg.pgss {
 		if err := writeStatements(ctx, b.w, db, p.name, keys.n.Load()); err != nil {

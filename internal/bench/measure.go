@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +28,17 @@ type result struct {
 	ops         int
 	wall        time.Duration
 	p50, p99    time.Duration
+	// faults is the server's minor page faults per call, where an
+	// experiment counts them (serverProcs); negative when not counted.
+	faults float64
+	// cpu is the machine's busy CPU time per call, client and server
+	// together (/proc/stat); 0 when unknown. On a machine whose cores the
+	// client and the server share it is what bounds throughput, and it
+	// varies far less from run to run than latency does.
+	cpu time.Duration
+	// serverCPU is the server processes' CPU time per call, where an
+	// experiment counts it (serverProcs); 0 when not counted.
+	serverCPU time.Duration
 }
 
 // throughput is calls per second over the wall time.
@@ -95,11 +109,13 @@ func measure(ctx context.Context, fn op, keys *counter, concurrency int, l load)
 			}
 		})
 	}
+	busy0 := busyCPU()
 	t0 := time.Now()
 	deadline = t0.Add(l.duration)
 	close(start)
 	wg.Wait()
 	wall := time.Since(t0)
+	busy1 := busyCPU()
 	if firstErr != nil {
 		return result{}, firstErr
 	}
@@ -108,7 +124,37 @@ func measure(ctx context.Context, fn op, keys *counter, concurrency int, l load)
 		return result{}, fmt.Errorf("no call completed at concurrency %d", concurrency)
 	}
 	slices.Sort(all)
-	return result{concurrency: concurrency, ops: len(all), wall: wall, p50: percentile(all, 0.50), p99: percentile(all, 0.99)}, nil
+	r := result{concurrency: concurrency, ops: len(all), wall: wall, p50: percentile(all, 0.50), p99: percentile(all, 0.99)}
+	if busy0 > 0 && busy1 > busy0 {
+		r.cpu = (busy1 - busy0) / time.Duration(len(all))
+	}
+	return r, nil
+}
+
+// busyCPU returns the CPU time all cores have spent busy since boot
+// (/proc/stat: every state but idle and iowait), 0 where it cannot be read.
+func busyCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0
+		}
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	// /proc/stat counts in USER_HZ ticks, 100 a second on Linux.
+	return time.Duration(busy) * (time.Second / 100)
 }
 
 // percentile returns the q-quantile of sorted durations (nearest rank).

@@ -299,35 +299,34 @@ func prepareLockFirst(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The claim wait's bracket, as runtime/idem sends it around its claim.
-	const (
-		waitOn = `SELECT set_config('lock_timeout', $1, true)
-FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS saved`
-		waitOff = `SELECT set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)`
-		lock    = `SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || length($2) || ':' || $2 || $3, 0))`
-	)
-	read := fmt.Sprintf(`SELECT 1 FROM %s WHERE scope = $1 AND method = $2 AND key = $3`, l.Table.Quoted())
+	// The claim wait is set by the lock statement and put back by the
+	// read, as runtime/idem's claim statement sets and puts it back. The
+	// read cannot share the lock's statement: it must start after the lock
+	// is granted, to see the row of the holder it waited for.
+	const lock = `SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || length($2) || ':' || $2 || $3, 0))
+FROM (SELECT set_config('lock_timeout', $4, true)
+      FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS saved
+      OFFSET 0) AS claim_wait`
+	read := fmt.Sprintf(`SELECT count(*), set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)
+FROM %s WHERE scope = $1 AND method = $2 AND key = $3`, l.Table.Quoted())
 	method := chargeMethod().Name
 	return ledgerRowOnce(db, func(ctx context.Context, conn *pgxpool.Conn, k string) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		b.Queue(waitOn, "5000ms")
-		b.Queue(lock, "", method, k)
-		b.Queue(waitOff)
+		b.Queue(lock, "", method, k, "5000ms")
 		b.Queue(read, "", method, k)
 		br := conn.SendBatch(ctx, b)
 		var err error
-		for range 4 {
+		for range 2 {
 			if err == nil {
 				_, err = br.Exec()
 			}
 		}
 		if err == nil {
-			var one int
-			if err = br.QueryRow().Scan(&one); err == nil {
+			var rows int
+			var restored string
+			if err = br.QueryRow().Scan(&rows, &restored); err == nil && rows > 0 {
 				err = errors.New("lockfirst: the key is already done")
-			} else if errors.Is(err, pgx.ErrNoRows) {
-				err = nil
 			}
 		}
 		if cerr := br.Close(); err == nil {

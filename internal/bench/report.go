@@ -34,16 +34,25 @@ func writeTable(w io.Writer, results []result) {
 			spell[r.concurrency] = r
 		}
 	}
-	fmt.Fprintln(w, "| path | goroutines | calls | p50 µs | p99 µs | calls/s | p50 ÷ spell | calls/s ÷ spell |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| path | goroutines | calls | p50 µs | p99 µs | calls/s | p50 ÷ spell | calls/s ÷ spell | CPU µs per call | CPU ÷ spell | server CPU µs per call |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range results {
-		p50Ratio, tputRatio := "–", "–"
+		p50Ratio, tputRatio, cpu, cpuRatio, server := "–", "–", "–", "–", "–"
 		if s, ok := spell[r.concurrency]; ok && s.p50 > 0 && s.throughput() > 0 {
 			p50Ratio = fmt.Sprintf("%.2f", float64(r.p50)/float64(s.p50))
 			tputRatio = fmt.Sprintf("%.2f", r.throughput()/s.throughput())
+			if r.cpu > 0 && s.cpu > 0 {
+				cpuRatio = fmt.Sprintf("%.2f", float64(r.cpu)/float64(s.cpu))
+			}
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %.0f | %s | %s |\n",
-			r.path, r.concurrency, r.ops, micros(r.p50), micros(r.p99), r.throughput(), p50Ratio, tputRatio)
+		if r.cpu > 0 {
+			cpu = micros(r.cpu)
+		}
+		if r.serverCPU > 0 {
+			server = micros(r.serverCPU)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %.0f | %s | %s | %s | %s | %s |\n",
+			r.path, r.concurrency, r.ops, micros(r.p50), micros(r.p99), r.throughput(), p50Ratio, tputRatio, cpu, cpuRatio, server)
 	}
 }
 

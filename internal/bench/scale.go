@@ -126,6 +126,15 @@ func quoteAll(cols []string) string {
 	return strings.Join(q, ", ")
 }
 
+// faultsText prints page faults per call, or n/a when they could not be
+// counted (negative).
+func faultsText(f float64) string {
+	if f < 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64)
+}
+
 // scaleConcurrency are the goroutine counts of the scale experiment.
 var scaleConcurrency = []int{1, 16}
 
@@ -155,12 +164,12 @@ func (b *bench) scale(ctx context.Context) error {
 			first[k] = l.r
 		}
 	}
-	fmt.Fprintf(b.w, "\n| ledger rows | path | goroutines | calls | p50 µs | p99 µs | calls/s | p50 ÷ %d rows | p99 ÷ %d rows |\n", b.cfg.scaleRows[0], b.cfg.scaleRows[0])
-	fmt.Fprintln(b.w, "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintf(b.w, "\n| ledger rows | path | goroutines | calls | p50 µs | p99 µs | calls/s | p50 ÷ %d rows | p99 ÷ %d rows | server page faults per call |\n", b.cfg.scaleRows[0], b.cfg.scaleRows[0])
+	fmt.Fprintln(b.w, "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, l := range lines {
 		f := first[l.r.path+"/"+strconv.Itoa(l.r.concurrency)]
-		fmt.Fprintf(b.w, "| %d | %s | %d | %d | %s | %s | %.0f | %.2f | %.2f |\n", l.rows, l.r.path, l.r.concurrency, l.r.ops,
-			micros(l.r.p50), micros(l.r.p99), l.r.throughput(), float64(l.r.p50)/float64(f.p50), float64(l.r.p99)/float64(f.p99))
+		fmt.Fprintf(b.w, "| %d | %s | %d | %d | %s | %s | %.0f | %.2f | %.2f | %s |\n", l.rows, l.r.path, l.r.concurrency, l.r.ops,
+			micros(l.r.p50), micros(l.r.p99), l.r.throughput(), float64(l.r.p50)/float64(f.p50), float64(l.r.p99)/float64(f.p99), faultsText(l.r.faults))
 	}
 	return nil
 }
@@ -237,13 +246,25 @@ func (b *bench) scaleOne(ctx context.Context, rows int) (_ []result, err error) 
 					return nil, err
 				}
 			}
+			f0, _, fok, err := serverProcs(ctx, db)
+			if err != nil {
+				return nil, err
+			}
 			r, err := measure(ctx, p.fn, p.keys, c, load{ops: b.cfg.scaleOps})
 			if err != nil {
 				return nil, err
 			}
-			r.path = p.name
+			f1, _, fok1, err := serverProcs(ctx, db)
+			if err != nil {
+				return nil, err
+			}
+			r.path, r.faults = p.name, -1
+			if fok && fok1 {
+				r.faults = float64(f1-f0) / float64(r.ops)
+			}
 			out = append(out, r)
-			fmt.Fprintf(b.w, "%d rows, %-7s %2d goroutines: p50 %sµs, p99 %sµs\n", rows, p.name, c, micros(r.p50), micros(r.p99))
+			fmt.Fprintf(b.w, "%d rows, %-7s %2d goroutines: p50 %sµs, p99 %sµs, server page faults %s per call\n",
+				rows, p.name, c, micros(r.p50), micros(r.p99), faultsText(r.faults))
 			if b.cfg.pgss {
 				if err := writeStatements(ctx, b.w, db, fmt.Sprintf("%d rows, %s, %d goroutines", rows, p.name, c), int64(r.ops)); err != nil {
 					return nil, err

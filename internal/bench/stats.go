@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -136,4 +140,49 @@ FROM pg_stat_user_tables WHERE relid = $1::regclass`, table).Scan(
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// serverProcs returns what the server's processes (those pg_stat_activity
+// lists) have used so far, from Linux's /proc/PID/stat: minor page faults
+// and CPU time. A backend takes a minor fault whenever it first touches a
+// page of shared memory it has not mapped yet: with 4 KiB pages a new
+// connection faults its way into every buffer it reads, which is what makes
+// first reads of a big prewarmed ledger slow; huge pages (huge_pages=on and
+// vm.nr_hugepages) map 2 MiB at a fault. ok is false where /proc cannot be
+// read (another OS, or the server on another machine).
+func serverProcs(ctx context.Context, db *idemtest.DB) (faults int64, cpu time.Duration, ok bool, err error) {
+	rows, err := db.Pool.Query(ctx, "SELECT pid FROM pg_stat_activity")
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("server processes: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("server processes: %w", err)
+	}
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && len(pids) > 1 {
+				continue // the process ended since the query
+			}
+			return 0, 0, false, nil
+		}
+		// The fields after the command's closing parenthesis, from field
+		// 3 (state): minflt is field 10, utime and stime 14 and 15.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			return 0, 0, false, nil
+		}
+		var n [3]int64
+		for i, field := range []int{7, 11, 12} {
+			if n[i], err = strconv.ParseInt(f[field], 10, 64); err != nil {
+				return 0, 0, false, nil
+			}
+		}
+		faults += n[0]
+		// utime and stime count USER_HZ ticks, 100 a second on Linux.
+		cpu += time.Duration(n[1]+n[2]) * (time.Second / 100)
+	}
+	return faults, cpu, true, nil
 }

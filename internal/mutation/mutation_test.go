@@ -118,8 +118,8 @@ var primaryKey = edit{"ledger/ledger.go",
 }
 
 // The atomic claim's conflict clause (queries.go): a key some row holds is
-// not claimed, and the read in the same round trip answers from that row.
-const claimConflict = "ON CONFLICT (scope, method, key) DO NOTHING\nRETURNING fence`"
+// not claimed, and the same statement answers from that row.
+const claimConflict = "    ON CONFLICT (scope, method, key) DO NOTHING\n    RETURNING fence)"
 
 // The atomic takeover's condition (queries.go): only an expired row.
 const takeoverExpiredOnly = "WHERE %[3]s AND %[4]s\nRETURNING fence`"
@@ -309,7 +309,7 @@ func coreMutations() []mutation {
 				"(ON CONFLICT needs a unique index to infer): nothing stops a second row for the same key",
 			edits: []edit{
 				primaryKey,
-				{"queries.go", claimConflict, "RETURNING fence`"},
+				{"queries.go", claimConflict, "    RETURNING fence)"},
 				{"queries.go", externalConflict, "RETURNING fence, steps, intention, t.fence > 1 AS taken_over`"},
 			},
 			caught: map[string]*regexp.Regexp{
@@ -341,8 +341,8 @@ func coreMutations() []mutation {
 			bug: "the claim is an upsert that always wins: a key another request holds is claimed again, " +
 				"so the insert's conflict no longer decides who runs the body",
 			edits: []edit{
-				{"queries.go", claimConflict, "ON CONFLICT (scope, method, key) DO UPDATE SET fence = " +
-					"%[1]s.fence + 1\nRETURNING fence`"},
+				{"queries.go", claimConflict, "    ON CONFLICT (scope, method, key) DO UPDATE SET fence = " +
+					"%[1]s.fence + 1\n    RETURNING fence)"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twins": ranTwice,
@@ -356,7 +356,7 @@ func coreMutations() []mutation {
 			bug: "the claim is a plain INSERT: a twin that comes while the first holds the key hits the " +
 				"unique index and fails instead of replaying",
 			edits: []edit{
-				{"queries.go", claimConflict, "RETURNING fence`"},
+				{"queries.go", claimConflict, "    RETURNING fence)"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twins": duplicateKey,

@@ -2,12 +2,14 @@ package idem
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -85,10 +87,10 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		}
 	}()
 
-	// BEGIN, the claim and the read travel in one round trip. The claim
-	// alone decides whether the body runs; the read answers a key another
-	// request holds (its statement starts after the claim, so it sees a
-	// twin's commit the claim waited for).
+	// BEGIN and the claim, which also reads the key's row, travel in one
+	// round trip. The claim alone decides whether the body runs; the row
+	// answers a key another request holds (read again in a statement of its
+	// own when the claim waited for a twin's commit, see claim).
 	fence, claimed, r, found, err := claim(ctx, s, conn, "BEGIN", m.retention(s), c)
 	if err != nil {
 		return zero, err
@@ -97,8 +99,8 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	switch {
 	case claimed:
 	case !found:
-		// The key's row went between the claim and the read (swept, or
-		// the holder rolled back): try again.
+		// The key's row went before it could be read (swept, or the
+		// holder rolled back): try again.
 		return zero, errRowVanished
 	case !r.expired:
 		replayed = true
@@ -179,55 +181,39 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	return out, berr
 }
 
-// claimWaitOn and claimWaitOff bracket the atomic claim in its round trip.
-// The first bounds the claim's wait on a twin's uncommitted row with a
-// transaction-local lock_timeout ($1), after saving the value in force (OFFSET
-// 0 keeps the save before the set); the second puts that value back before
-// the body runs, so the body's own locks wait as the connection is
-// configured. A savepoint's rollback undoes both, as it undoes the claim.
-const (
-	claimWaitOn = `SELECT set_config('lock_timeout', $1, true)
-FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS saved`
-	claimWaitOff = `SELECT set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)`
-)
-
-// batchSender is what claim sends its round trip on: a pooled connection, or
+// claimConn is what claim sends its statements on: a pooled connection, or
 // the caller's transaction.
-type batchSender interface {
+type claimConn interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// claim sends begin (BEGIN, or a SAVEPOINT in the caller's transaction), the
-// claim, bounded by the store's claim wait, and the read of the key's row, in
-// one round trip. claimed reports that the insert made the row (fence is its
-// token); otherwise found and r are the row the read saw. A claim that waited
-// out the claim wait on a twin's uncommitted row is an *InProgressError.
-func claim(ctx context.Context, s *Store, conn batchSender, begin string, retention time.Duration, c call) (fence int64, claimed bool, r ledgerRow, found bool, err error) {
+// claim sends begin (BEGIN, or a SAVEPOINT in the caller's transaction) and
+// the claim, bounded by the store's claim wait, in one round trip; the claim
+// statement also reads the row that holds the key (see claimNew), so a
+// replay needs no other statement. claimed reports that the insert made the
+// row (fence is its token); otherwise found and r are the key's row. A claim
+// that waited out the claim wait on a twin's uncommitted row is an
+// *InProgressError. Only a claim that waited for a twin to commit sends a
+// second statement: the read, which sees the twin's row.
+func claim(ctx context.Context, s *Store, conn claimConn, begin string, retention time.Duration, c call) (fence int64, claimed bool, r ledgerRow, found bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue(begin)
-	b.Queue(claimWaitOn, s.claimWaitSetting())
-	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(retention), newIntention())
-	b.Queue(claimWaitOff)
-	b.Queue(s.q.read, s.now(), c.scope, c.method, c.key)
+	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(retention), newIntention(), s.claimWaitSetting())
 	br := conn.SendBatch(ctx, b)
-	if _, err = br.Exec(); err == nil {
-		_, err = br.Exec()
-	}
+	_, err = br.Exec()
 	if err == nil {
-		if err = br.QueryRow().Scan(&fence); err == nil {
-			claimed = true
-		} else if errors.Is(err, pgx.ErrNoRows) {
-			err = nil
+		var h heldRow
+		if err = br.QueryRow().Scan(h.dest()...); err == nil {
+			claimed, fence = h.claimed.Valid, h.claimed.Int64
+			r, found = h.row()
 		}
-	}
-	if err == nil {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		r, found, err = scanRow(br.QueryRow(), c)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && !claimed && !found {
+		r, found, err = s.readRow(ctx, conn, c)
 	}
 	switch {
 	case err == nil, errors.Is(err, ErrStore):
@@ -237,6 +223,41 @@ func claim(ctx context.Context, s *Store, conn batchSender, begin string, retent
 		err = storeErr(c.method, "claim", err)
 	}
 	return fence, claimed, r, found, err
+}
+
+// heldRow is the answer to the claim statement: the fence of the row it
+// made, or the columns of the row that held the key, all NULL when none did.
+type heldRow struct {
+	claimed      pgtype.Int8
+	fingerprint  []byte
+	status       pgtype.Text
+	response     []byte
+	errName      *string
+	errMsg       *string
+	steps        map[string]json.RawMessage
+	fence        pgtype.Int8
+	intention    pgtype.UUID
+	expired      pgtype.Bool
+	lockedUntil  *time.Time
+	now          time.Time
+	waitRestored string
+}
+
+func (h *heldRow) dest() []any {
+	return []any{&h.claimed, &h.fingerprint, &h.status, &h.response, &h.errName, &h.errMsg, &h.steps,
+		&h.fence, &h.intention, &h.expired, &h.lockedUntil, &h.now, &h.waitRestored}
+}
+
+// row returns the held row, found false when no row held the key.
+func (h *heldRow) row() (ledgerRow, bool) {
+	if !h.status.Valid {
+		return ledgerRow{}, false
+	}
+	return ledgerRow{
+		fingerprint: h.fingerprint, status: h.status.String, response: h.response,
+		errName: h.errName, errMsg: h.errMsg, steps: h.steps, fence: h.fence.Int64,
+		intention: h.intention, expired: h.expired.Bool, lockedUntil: h.lockedUntil, now: h.now,
+	}, true
 }
 
 // claimWaitSetting is the claim wait as a lock_timeout value, in whole
@@ -295,8 +316,8 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	}
 	startOutcome(ctx, m.retention(s))
 
-	// The savepoint, the claim and the read travel in one round trip, as in
-	// Atomic.
+	// The savepoint and the claim, which also reads the key's row, travel
+	// in one round trip, as in Atomic.
 	const sp = "idem_claim"
 	fence, claimed, r, found, err := claim(ctx, s, tx, "SAVEPOINT "+sp, m.retention(s), c)
 	released := false

@@ -26,15 +26,37 @@ func newQueries(table string) queries {
        expires_at <= %[2]s AND (locked_until IS NULL OR locked_until <= %[2]s) AS expired, locked_until, %[2]s AS now
 FROM %[1]s WHERE %[3]s`, table, now, pk),
 
-		// claimNew (atomic mode): the claim of a key no row holds. It goes out
-		// in one round trip with BEGIN and the read, so that a key another
-		// request holds is answered by that read without a second trip. DO
-		// NOTHING neither writes nor locks the row it finds: replays stay
-		// reads. A concurrent twin blocks here until the holder ends.
-		claimNew: fmt.Sprintf(`INSERT INTO %[1]s (scope, method, key, fingerprint, status, created_at, expires_at, intention)
-VALUES ($2, $3, $4, $5, 'done', %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7)
-ON CONFLICT (scope, method, key) DO NOTHING
-RETURNING fence`, table, now),
+		// claimNew (atomic mode): the claim of a key no row holds, and the
+		// read of the row that holds it, in one statement that goes out with
+		// BEGIN. DO NOTHING neither writes nor locks the row it finds:
+		// replays stay reads. A concurrent twin blocks here until the holder
+		// ends.
+		//
+		// The wait is bounded by the store's claim wait ($8): a
+		// transaction-local lock_timeout set before the row to insert exists,
+		// after saving the value in force (each OFFSET 0 keeps a step in its
+		// place), and put back once the insert is over (the outer query reads
+		// the insert's count first), so the body's own locks wait as the
+		// connection is configured.
+		//
+		// held is the row as the statement's snapshot sees it: the key's
+		// row when the claim found one committed before it started. A twin's
+		// row the claim waited for is not in that snapshot, so then nothing
+		// is claimed and nothing is held, and the caller reads again.
+		claimNew: fmt.Sprintf(`WITH claim AS (
+    INSERT INTO %[1]s (scope, method, key, fingerprint, status, created_at, expires_at, intention)
+    SELECT $2, $3, $4, $5, 'done', %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7
+    FROM (SELECT set_config('lock_timeout', $8, true)
+          FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS saved
+          OFFSET 0) AS claim_wait
+    ON CONFLICT (scope, method, key) DO NOTHING
+    RETURNING fence)
+SELECT claimed.fence, held.fingerprint, held.status, held.response, held.error_name, held.error_message, held.steps,
+       held.fence, held.intention,
+       held.expires_at <= %[2]s AND (held.locked_until IS NULL OR held.locked_until <= %[2]s), held.locked_until, %[2]s,
+       set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)
+FROM (SELECT max(fence) AS fence FROM claim) AS claimed
+LEFT JOIN %[1]s AS held ON held.scope = $2 AND held.method = $3 AND held.key = $4`, table, now),
 
 		// takeover (atomic mode): claims a row the read found expired, in the
 		// work's transaction, as a new intention. No row back means another
