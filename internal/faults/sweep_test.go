@@ -24,7 +24,8 @@ import (
 // as a second effect (a new intention gets a new downstream key, so the bank
 // moves the money again) or as an answer that is not the first.
 func TestSweepRacesLiveClaims(t *testing.T) {
-	e := newEnv(t, "Sweep and Janitor racing live claims and takeovers", envConfig{})
+	// Flat out, so that the sweeps race the load as often as they can.
+	e := newEnv(t, "Sweep and Janitor racing live claims and takeovers", envConfig{storeOpts: []idem.Option{idem.WithSweepShare(1)}})
 	ctx := context.Background()
 
 	// Rows whose retention has ended: made by a store whose clock is two

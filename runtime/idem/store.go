@@ -151,11 +151,15 @@ func WithClaimWait(d time.Duration) Option { return func(c *config) { c.claimWai
 // claims for the server's CPU and I/O: measured with internal/bench
 // (-run sweep, a million expired rows, live claims from 4 goroutines
 // saturating a 2-core machine), flat out took 30 s and raised the live p99
-// 2.35 times; at this share it took 3m47s and raised it 1.2 to 1.8 times
-// (against its own window before the sweep, and the flat-out run's). Expired
-// rows do not need the sweep to be reused: a claim takes over an expired key
-// itself; the sweep only gives the space back.
-const DefaultSweepShare = 0.25
+// 2.35 times; at a share of 0.25 it took 3m28s and raised it 1.37 to 1.52
+// times (against the live claims' p99 just before and just after the
+// sweep); at this share it took 7m44s and raised it 1.02 times against the
+// window after it (1.35 against the one before, on a ledger 2.5M rows
+// smaller). Even so it deletes some 2,000 rows a second on that saturated
+// machine; raise the share where expired rows come faster than that.
+// Expired rows do not need the sweep to be reused: a claim takes over an
+// expired key itself; the sweep only gives the space back.
+const DefaultSweepShare = 0.1
 
 // WithSweepShare replaces DefaultSweepShare: the share of a sweep's running
 // time spent deleting, above 0 and at most 1 (1: no pause, as fast as the
