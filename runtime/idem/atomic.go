@@ -206,7 +206,12 @@ func claim(ctx context.Context, s *Store, conn claimConn, begin string, retentio
 		var h heldRow
 		if err = br.QueryRow().Scan(h.dest()...); err == nil {
 			claimed, fence = h.claimed.Valid, h.claimed.Int64
-			r, found = h.row()
+			if !claimed {
+				// A row the snapshot still shows but a sweep deleted before
+				// the insert looked is not the key's holder: only read it
+				// when nothing was claimed.
+				r, found = h.row()
+			}
 		}
 	}
 	if cerr := br.Close(); err == nil {

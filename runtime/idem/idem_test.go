@@ -360,3 +360,51 @@ func TestLostLedgerRowRollsBackTheWork(t *testing.T) {
 	assert.Equal(t, 0, e.count(t, "payments"), "the work rolled back")
 	assert.Equal(t, int64(1), e.executed.Load(), "not retried: the failure is definite")
 }
+
+// TestInTxClaimAfterASweepItsSnapshotMissed: a caller's REPEATABLE READ
+// snapshot still shows an expired row that a sweep has since deleted. The
+// claim's insert finds no holder and claims the key, and the stale row does
+// not answer it (it would be a mismatch: another fingerprint); writing the
+// response then meets the row the sweep deleted, a serialization failure,
+// which AtomicInTx returns for the caller to retry its transaction, as
+// documented. The retry claims the key and stores its answer; the failed
+// attempt left no effect.
+func TestInTxClaimAfterASweepItsSnapshotMissed(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	short := &idem.Method[Receipt]{Name: "Test.Short", Retention: time.Minute}
+	_, err := idem.Atomic(keyed("swept"), e.store, short, fp("1"), charge(1))
+	require.NoError(t, err)
+
+	tx, err := e.db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&n), "take the snapshot")
+	require.Equal(t, 1, n)
+
+	e.clock.Advance(time.Minute)
+	swept, err := e.store.Sweep(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), swept)
+
+	_, err = idem.AtomicInTx(keyed("swept"), e.store, tx, short, fp("2"), charge(2))
+	require.NotErrorIs(t, err, idem.ErrMismatch, "the stale row in the snapshot does not answer the claim")
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	assert.Equal(t, "40001", pgErr.Code, "a serialization failure, for the caller to retry")
+	require.NoError(t, tx.Rollback(ctx))
+
+	err = pgx.BeginTxFunc(ctx, e.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		_, err := idem.AtomicInTx(keyed("swept"), e.store, tx, short, fp("2"), charge(2))
+		return err
+	})
+	require.NoError(t, err, "the caller's retry claims the key")
+
+	ctxR, again := idem.ContextWithOutcome(keyed("swept"))
+	replayed, err := idem.Atomic(ctxR, e.store, short, fp("2"), charge(2))
+	require.NoError(t, err)
+	assert.True(t, again.Replayed())
+	assert.Equal(t, int64(2), replayed.Amount)
+	assert.Equal(t, 2, e.count(t, "payments"), "the first request's and the retry's: the failed attempt rolled back")
+}
