@@ -18,13 +18,15 @@ func newQueries(table string) queries {
 	// reclaimable: the existing row t may start a new intention, because its
 	// retention ended and no attempt holds a live lock on it.
 	const reclaimable = "(t.expires_at <= " + now + " AND (t.locked_until IS NULL OR t.locked_until <= " + now + "))"
+	// rowColumns are the columns of a row read back (scanRow's order), from
+	// the row aliased r. expired means a claim may start a new intention on
+	// the row: its retention ended and no attempt holds a live lock on it.
+	const rowColumns = `r.fingerprint, r.status, r.response, r.error_name, r.error_message, r.steps, r.fence, r.intention,
+       r.expires_at <= ` + now + ` AND (r.locked_until IS NULL OR r.locked_until <= ` + now + `) AS expired, r.locked_until, ` + now + ` AS now`
 	return queries{
 		// read: the separate statement that reads a row the claim did not get.
-		// expired means a claim may start a new intention on the row: its
-		// retention ended and no attempt holds a live lock on it.
-		read: fmt.Sprintf(`SELECT fingerprint, status, response, error_name, error_message, steps, fence, intention,
-       expires_at <= %[2]s AND (locked_until IS NULL OR locked_until <= %[2]s) AS expired, locked_until, %[2]s AS now
-FROM %[1]s WHERE %[3]s`, table, now, pk),
+		read: fmt.Sprintf(`SELECT %[2]s
+FROM %[1]s AS r WHERE r.scope = $2 AND r.method = $3 AND r.key = $4`, table, rowColumns),
 
 		// claimNew (atomic mode): the claim of a key no row holds, and the
 		// read of the row that holds it, in one statement that goes out with
@@ -39,10 +41,11 @@ FROM %[1]s WHERE %[3]s`, table, now, pk),
 		// the insert's count first), so the body's own locks wait as the
 		// connection is configured.
 		//
-		// held is the row as the statement's snapshot sees it: the key's
-		// row when the claim found one committed before it started. A twin's
-		// row the claim waited for is not in that snapshot, so then nothing
-		// is claimed and nothing is held, and the caller reads again.
+		// r is the row that holds the key as the statement's snapshot sees
+		// it: the key's row when the claim found one committed before it
+		// started. A twin's row the claim waited for is not in that snapshot,
+		// so then nothing is claimed and nothing is held, and the caller
+		// reads again.
 		claimNew: fmt.Sprintf(`WITH claim AS (
     INSERT INTO %[1]s (scope, method, key, fingerprint, status, created_at, expires_at, intention)
     SELECT $2, $3, $4, $5, 'done', %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7
@@ -51,12 +54,10 @@ FROM %[1]s WHERE %[3]s`, table, now, pk),
           OFFSET 0) AS claim_wait
     ON CONFLICT (scope, method, key) DO NOTHING
     RETURNING fence)
-SELECT claimed.fence, held.fingerprint, held.status, held.response, held.error_name, held.error_message, held.steps,
-       held.fence, held.intention,
-       held.expires_at <= %[2]s AND (held.locked_until IS NULL OR held.locked_until <= %[2]s), held.locked_until, %[2]s,
+SELECT claimed.fence, %[3]s,
        set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)
 FROM (SELECT max(fence) AS fence FROM claim) AS claimed
-LEFT JOIN %[1]s AS held ON held.scope = $2 AND held.method = $3 AND held.key = $4`, table, now),
+LEFT JOIN %[1]s AS r ON r.scope = $2 AND r.method = $3 AND r.key = $4`, table, now, rowColumns),
 
 		// takeover (atomic mode): claims a row the read found expired, in the
 		// work's transaction, as a new intention. No row back means another
