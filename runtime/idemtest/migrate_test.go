@@ -386,3 +386,96 @@ func TestMigrationsSkipDownFiles(t *testing.T) {
 		})
 	}
 }
+
+// retryLoop is a lock-retry DO block of the kind generated migrations hold:
+// its body has semicolons at line ends, quotes and comments.
+const retryLoop = `DO $retry$
+DECLARE
+    tries int := 0; -- a comment; with a semicolon
+BEGIN
+    LOOP
+        BEGIN
+            EXECUTE 'ALTER TABLE "t;x" ADD COLUMN IF NOT EXISTS "c'';" text'; /* ; */
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            tries := tries + 1;
+            IF tries >= 5 THEN RAISE EXCEPTION 'gave up after % tries; it''s locked', tries; END IF;
+            PERFORM pg_sleep(0.1);
+        END;
+    END LOOP;
+END
+$retry$;`
+
+// TestMigrationsApplyDOBlocks applies, in every format, a file holding a
+// dollar-quoted DO block between other statements, in a transaction and
+// without one.
+func TestMigrationsApplyDOBlocks(t *testing.T) {
+	const before = "CREATE TABLE \"t;x\" (id int);\nSET lock_timeout = '1s';\n"
+	const after = "\nRESET lock_timeout;\n"
+	files := map[string]map[string]string{
+		"goose": {"1_a.sql": "-- +goose Up\n" + before + "-- +goose StatementBegin\n" + retryLoop + "\n-- +goose StatementEnd\n" + after +
+			"-- +goose Down\nDROP TABLE \"t;x\";\n",
+			"2_b.sql": "-- +goose NO TRANSACTION\n-- +goose Up\n-- +goose StatementBegin\n" + strings.ReplaceAll(retryLoop, `"c'';"`, "d") + "\n-- +goose StatementEnd\n"},
+		"golang-migrate": {"1_a.up.sql": before + retryLoop + after, "2_b.up.sql": strings.ReplaceAll(retryLoop, `"c'';"`, "d")},
+		"tern":           {"1_a.sql": before + retryLoop + after, "2_b.sql": "---- tern: disable-tx ----\n" + strings.ReplaceAll(retryLoop, `"c'';"`, "d")},
+		"dbmate":         {"1_a.sql": "-- migrate:up\n" + before + retryLoop + after, "2_b.sql": "-- migrate:up transaction:false\n" + strings.ReplaceAll(retryLoop, `"c'';"`, "d")},
+		"atlas":          {"1_a.sql": before + retryLoop + after, "2_b.sql": "-- atlas:txmode none\n\n" + strings.ReplaceAll(retryLoop, `"c'';"`, "d")},
+		"plain":          {"1_a.up.sql": "BEGIN;\n" + before + retryLoop + after + "COMMIT;\n", "2_b.up.sql": strings.ReplaceAll(retryLoop, `"c'';"`, "d")},
+	}
+	for _, format := range formats {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			for n, b := range files[format] {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644))
+			}
+			db := idemtest.New(t, idemtest.WithMigrations(idemtest.Migrations{Dir: dir, Format: format}))
+			assert.Equal(t, []string{"id", "c';", "d"}, columns(t, db, `"t;x"`))
+		})
+	}
+}
+
+// BenchmarkMigrations compares the ways to a test database holding the
+// example's migrations: "clone" copies the template that holds them (what
+// New(WithMigrations) does after the first test); "apply" creates an empty
+// database and applies them (what every test would pay without the
+// template, and what it pays on IDEMGEN_TEST_DATABASE_URL's server);
+// "apply-only" times Apply alone; "empty" is the empty database alone, the
+// part clone and apply share.
+//
+//	go test -run '^$' -bench BenchmarkMigrations ./runtime/idemtest
+func BenchmarkMigrations(b *testing.B) {
+	m := idemtest.Migrations{Dir: filepath.Join("..", "..", "example", "migrations"), Format: "goose"}
+	b.Run("clone", func(b *testing.B) {
+		idemtest.New(b, idemtest.WithMigrations(m)) // makes the template
+		for b.Loop() {
+			idemtest.New(b, idemtest.WithMigrations(m))
+		}
+	})
+	b.Run("apply", func(b *testing.B) {
+		for b.Loop() {
+			db := idemtest.New(b, idemtest.WithoutLedger())
+			conn, err := pgx.Connect(b.Context(), db.URL)
+			require.NoError(b, err)
+			require.NoError(b, m.Apply(b.Context(), conn))
+			require.NoError(b, conn.Close(b.Context()))
+		}
+	})
+	b.Run("apply-only", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			db := idemtest.New(b, idemtest.WithoutLedger())
+			conn, err := pgx.Connect(b.Context(), db.URL)
+			require.NoError(b, err)
+			b.StartTimer()
+			require.NoError(b, m.Apply(b.Context(), conn))
+			b.StopTimer()
+			require.NoError(b, conn.Close(b.Context()))
+			b.StartTimer()
+		}
+	})
+	b.Run("empty", func(b *testing.B) {
+		for b.Loop() {
+			idemtest.New(b, idemtest.WithoutLedger())
+		}
+	})
+}
