@@ -479,3 +479,23 @@ func BenchmarkMigrations(b *testing.B) {
 		}
 	})
 }
+
+// TestMigrationsApplySQLFunctionBody applies a SQL-standard function body,
+// whose semicolons lie between BEGIN ATOMIC and END, as psql does.
+func TestMigrationsApplySQLFunctionBody(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "1_f.up.sql"), []byte(`CREATE TABLE t (a int);
+CREATE FUNCTION sign_of(a int) RETURNS int LANGUAGE sql
+BEGIN ATOMIC
+    INSERT INTO t VALUES (a);
+    SELECT CASE WHEN a > 0 THEN 1 WHEN a < 0 THEN -1 ELSE 0 END;
+END;
+SELECT sign_of(-5);
+`), 0o644))
+	db := idemtest.New(t, idemtest.WithMigrations(idemtest.Migrations{Dir: dir, Format: "plain"}))
+	var sign, rows int
+	require.NoError(t, db.Pool.QueryRow(t.Context(), "SELECT sign_of(7)").Scan(&sign))
+	assert.Equal(t, 1, sign)
+	require.NoError(t, db.Pool.QueryRow(t.Context(), "SELECT count(*) FROM t").Scan(&rows))
+	assert.Equal(t, 2, rows, "the migration's own call and this one")
+}

@@ -15,7 +15,9 @@ type statement struct {
 // splitStatements splits src into statements at the semicolons that lie
 // outside single-quoted strings (with E'...' backslash escapes), quoted
 // identifiers, dollar-quoted strings ($$ and $tag$), line comments and
-// (nested) block comments, as psql does. Each statement keeps its semicolon;
+// (nested) block comments, and that are not inside parentheses or inside
+// BEGIN ... END (a SQL-standard function body, BEGIN ATOMIC), as psql does.
+// Each statement keeps its semicolon;
 // comments and blank lines between statements are dropped, and a last
 // statement without a semicolon is kept. firstLine is the line of src's first
 // byte in its file. Text that ends inside a quote or a comment is an error
@@ -23,6 +25,7 @@ type statement struct {
 func splitStatements(src string, firstLine int) ([]statement, error) {
 	var out []statement
 	start, startLine := -1, 0 // the current statement's first byte and line
+	var nest nesting
 	line := firstLine
 	for i := 0; i < len(src); {
 		c := src[i]
@@ -49,10 +52,10 @@ func splitStatements(src string, firstLine int) ([]statement, error) {
 			line += strings.Count(src[i:j], "\n")
 			i = j
 			continue
-		case c == ';':
+		case c == ';' && !nest.open():
 			if start >= 0 {
 				out = append(out, statement{SQL: src[start : i+1], Line: startLine})
-				start = -1
+				start, nest = -1, nesting{}
 			}
 			i++
 			continue
@@ -64,6 +67,7 @@ func splitStatements(src string, firstLine int) ([]statement, error) {
 		if err != nil {
 			return nil, err
 		}
+		nest.token(src[i:j])
 		line += strings.Count(src[i:j], "\n")
 		i = j
 	}
@@ -72,6 +76,33 @@ func splitStatements(src string, firstLine int) ([]statement, error) {
 	}
 	return out, nil
 }
+
+// nesting follows a statement's parentheses and BEGIN ... END blocks, by
+// psql's rule: BEGIN or CASE, unless it is the statement's first word, opens
+// a block that END closes.
+type nesting struct{ words, parens, blocks int }
+
+// token takes the statement's next token.
+func (n *nesting) token(tok string) {
+	switch {
+	case tok == "(":
+		n.parens++
+	case tok == ")":
+		if n.parens > 0 {
+			n.parens--
+		}
+	case isIdentStart(tok[0]):
+		n.words++
+		if (strings.EqualFold(tok, "begin") || strings.EqualFold(tok, "case")) && n.words > 1 {
+			n.blocks++
+		} else if strings.EqualFold(tok, "end") && n.blocks > 0 {
+			n.blocks--
+		}
+	}
+}
+
+// open reports whether a semicolon here lies inside parentheses or a block.
+func (n nesting) open() bool { return n.parens > 0 || n.blocks > 0 }
 
 // skipToken returns the end of the token at src[i], which is not white space,
 // a comment or a semicolon: a quoted string or identifier, a dollar-quoted

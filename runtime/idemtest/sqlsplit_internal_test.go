@@ -50,6 +50,12 @@ func TestSplitStatements(t *testing.T) {
 		{"line comment inside a statement", "SELECT 1 -- x;\n+ 2;", []statement{{"SELECT 1 -- x;\n+ 2;", 1}}},
 		{"DO block", "SET lock_timeout = '5s';\n" + doBlock + "\nRESET lock_timeout;", []statement{
 			{"SET lock_timeout = '5s';", 1}, {doBlock, 2}, {"RESET lock_timeout;", 18}}},
+		{"BEGIN ATOMIC body", "CREATE FUNCTION f(a int) RETURNS int LANGUAGE sql\nBEGIN ATOMIC\n  SELECT CASE WHEN a > 0 THEN 1 ELSE 0 END;\n  SELECT 2;\nEND;\nSELECT 3;", []statement{
+			{"CREATE FUNCTION f(a int) RETURNS int LANGUAGE sql\nBEGIN ATOMIC\n  SELECT CASE WHEN a > 0 THEN 1 ELSE 0 END;\n  SELECT 2;\nEND;", 1}, {"SELECT 3;", 6}}},
+		{"transaction control", "BEGIN;\nSELECT CASE WHEN true THEN 1 END;\nEND;\nSELECT 1;", []statement{
+			{"BEGIN;", 1}, {"SELECT CASE WHEN true THEN 1 END;", 2}, {"END;", 3}, {"SELECT 1;", 4}}},
+		{"semicolon inside parentheses", "CREATE RULE r AS ON INSERT TO t DO ALSO (NOTIFY a; NOTIFY b);\nSELECT 1;", []statement{
+			{"CREATE RULE r AS ON INSERT TO t DO ALSO (NOTIFY a; NOTIFY b);", 1}, {"SELECT 1;", 2}}},
 		{"multi-byte identifiers", "SELECT 1 AS é$x$;", []statement{{"SELECT 1 AS é$x$;", 1}}},
 	}
 	for _, tt := range tests {
