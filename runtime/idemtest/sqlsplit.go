@@ -15,8 +15,8 @@ type statement struct {
 // splitStatements splits src into statements at the semicolons that lie
 // outside single-quoted strings (with E'...' backslash escapes), quoted
 // identifiers, dollar-quoted strings ($$ and $tag$), line comments and
-// (nested) block comments, and that are not inside parentheses or inside
-// BEGIN ... END (a SQL-standard function body, BEGIN ATOMIC), as psql does.
+// (nested) block comments, and that are not inside parentheses or inside the
+// BEGIN ... END of a SQL-standard function body (BEGIN ATOMIC), as psql does.
 // Each statement keeps its semicolon;
 // comments and blank lines between statements are dropped, and a last
 // statement without a semicolon is kept. firstLine is the line of src's first
@@ -77,10 +77,15 @@ func splitStatements(src string, firstLine int) ([]statement, error) {
 	return out, nil
 }
 
-// nesting follows a statement's parentheses and BEGIN ... END blocks, by
-// psql's rule: BEGIN or CASE, unless it is the statement's first word, opens
-// a block that END closes.
-type nesting struct{ words, parens, blocks int }
+// nesting follows a statement's parentheses and, in a statement that starts
+// CREATE [OR REPLACE] FUNCTION or PROCEDURE, the BEGIN ... END blocks of a
+// SQL-standard body (BEGIN ATOMIC), by psql's rule: outside parentheses,
+// BEGIN opens a block, CASE opens one inside a block, END closes one.
+type nesting struct {
+	head   []string // the statement's first words, lower-cased, up to four
+	parens int
+	blocks int
+}
 
 // token takes the statement's next token.
 func (n *nesting) token(tok string) {
@@ -92,13 +97,34 @@ func (n *nesting) token(tok string) {
 			n.parens--
 		}
 	case isIdentStart(tok[0]):
-		n.words++
-		if (strings.EqualFold(tok, "begin") || strings.EqualFold(tok, "case")) && n.words > 1 {
+		word := strings.ToLower(tok)
+		if len(n.head) < 4 {
+			n.head = append(n.head, word)
+		}
+		if !n.routine() || n.parens > 0 {
+			return
+		}
+		switch {
+		case word == "begin", word == "case" && n.blocks > 0:
 			n.blocks++
-		} else if strings.EqualFold(tok, "end") && n.blocks > 0 {
+		case word == "end" && n.blocks > 0:
 			n.blocks--
 		}
 	}
+}
+
+// routine reports whether the statement starts CREATE [OR REPLACE]
+// FUNCTION or PROCEDURE.
+func (n *nesting) routine() bool {
+	h := n.head
+	isRoutine := func(w string) bool { return w == "function" || w == "procedure" }
+	switch {
+	case len(h) < 2 || h[0] != "create":
+		return false
+	case isRoutine(h[1]):
+		return true
+	}
+	return len(h) >= 4 && h[1] == "or" && h[2] == "replace" && isRoutine(h[3])
 }
 
 // open reports whether a semicolon here lies inside parentheses or a block.

@@ -54,6 +54,10 @@ func TestSplitStatements(t *testing.T) {
 			{"CREATE FUNCTION f(a int) RETURNS int LANGUAGE sql\nBEGIN ATOMIC\n  SELECT CASE WHEN a > 0 THEN 1 ELSE 0 END;\n  SELECT 2;\nEND;", 1}, {"SELECT 3;", 6}}},
 		{"transaction control", "BEGIN;\nSELECT CASE WHEN true THEN 1 END;\nEND;\nSELECT 1;", []statement{
 			{"BEGIN;", 1}, {"SELECT CASE WHEN true THEN 1 END;", 2}, {"END;", 3}, {"SELECT 1;", 4}}},
+		{"begin as a column name", "CREATE TABLE t (begin int);\nSELECT begin FROM t;\nSELECT 1;", []statement{
+			{"CREATE TABLE t (begin int);", 1}, {"SELECT begin FROM t;", 2}, {"SELECT 1;", 3}}},
+		{"CREATE OR REPLACE PROCEDURE", "create or replace procedure p() language sql begin atomic insert into t values (1); end; select 1;", []statement{
+			{"create or replace procedure p() language sql begin atomic insert into t values (1); end;", 1}, {"select 1;", 1}}},
 		{"semicolon inside parentheses", "CREATE RULE r AS ON INSERT TO t DO ALSO (NOTIFY a; NOTIFY b);\nSELECT 1;", []statement{
 			{"CREATE RULE r AS ON INSERT TO t DO ALSO (NOTIFY a; NOTIFY b);", 1}, {"SELECT 1;", 2}}},
 		{"multi-byte identifiers", "SELECT 1 AS é$x$;", []statement{{"SELECT 1 AS é$x$;", 1}}},
