@@ -117,8 +117,11 @@ func (m Migrations) load() (*migrationSet, error) {
 		return nil, err
 	}
 	h := sha256.New()
-	abs, _ := filepath.Abs(m.Dir)
-	fmt.Fprintf(h, "%s\x00%s\x00", m.Format, abs)
+	dir, err := filepath.Abs(m.Dir)
+	if err != nil {
+		dir = m.Dir
+	}
+	fmt.Fprintf(h, "%s\x00%s\x00", m.Format, dir)
 	for _, f := range set.files {
 		fmt.Fprintf(h, "%s\x00%d\x00", f.name, len(f.data))
 		h.Write(f.data)
