@@ -2,9 +2,13 @@ package idemtest
 
 import (
 	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,11 +32,11 @@ func TestMigrationsOnExternalServer(t *testing.T) {
 	testsBefore, templatesBefore := count(`idemtest\_%`), count(`idemtest\_template\_%`)
 
 	cmd := exec.Command(os.Args[0], "-test.count=1", "-test.v",
-		"-test.run=^(TestMigrationsApplyGoldens|TestMigrationsApplyUserFilesInOrder|TestMigrationsCheckMissingFile)$/^(goose|dbmate)$/^inline$")
+		"-test.run=^(TestMigrationsApplyGoldens|TestMigrationsApplyUserFilesInOrder|TestMigrationsCheckMissingFile|TestMigrationsAppliedOncePerSet)$/^(goose|dbmate)$/^inline$")
 	cmd.Env = append(os.Environ(), EnvDatabaseURL+"="+url)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	for _, name := range []string{"TestMigrationsApplyGoldens/goose/inline", "TestMigrationsApplyGoldens/dbmate/inline", "TestMigrationsApplyUserFilesInOrder", "TestMigrationsCheckMissingFile"} {
+	for _, name := range []string{"TestMigrationsApplyGoldens/goose/inline", "TestMigrationsApplyGoldens/dbmate/inline", "TestMigrationsApplyUserFilesInOrder", "TestMigrationsCheckMissingFile", "TestMigrationsAppliedOncePerSet"} {
 		assert.Contains(t, string(out), "--- PASS: "+name)
 	}
 	assert.Equal(t, testsBefore, count(`idemtest\_%`), "the child left databases behind")
@@ -61,4 +65,26 @@ func TestNewDBWithBrokenMigrations(t *testing.T) {
 	var after int
 	require.NoError(t, srv.admin.QueryRow(t.Context(), `SELECT count(*) FROM pg_database WHERE datname LIKE 'idemtest\_%'`).Scan(&after))
 	assert.Equal(t, before, after)
+}
+
+// TestImportsStayLight keeps the package's imports to the standard library,
+// pgx and this module's runtime: generated tests import the package, so
+// anything more (a migration tool, say) would enter every user's go.mod.
+func TestImportsStayLight(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	allowed := []string{"github.com/jackc/pgx/v5", "github.com/idemgen/idemgen/runtime/idem", "github.com/idemgen/idemgen/internal/pgbin"}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, imp := range f.Imports {
+			path := strings.Trim(imp.Path.Value, `"`)
+			first, _, _ := strings.Cut(path, "/")
+			ok := !strings.Contains(first, ".") || slices.ContainsFunc(allowed, func(a string) bool { return path == a || strings.HasPrefix(path, a+"/") })
+			assert.True(t, ok, "%s imports %s", name, path)
+		}
+	}
 }

@@ -499,3 +499,30 @@ SELECT sign_of(-5);
 	require.NoError(t, db.Pool.QueryRow(t.Context(), "SELECT count(*) FROM t").Scan(&rows))
 	assert.Equal(t, 2, rows, "the migration's own call and this one")
 }
+
+// TestMigrationsAppliedOncePerSet checks that databases with the same
+// migrations are copies of one application (a transaction id recorded by a
+// migration is the same in both), and that a changed file makes a new one.
+// On EnvDatabaseURL's server every database gets its own application.
+func TestMigrationsAppliedOncePerSet(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "1_stamp.up.sql")
+	require.NoError(t, os.WriteFile(file, []byte("CREATE TABLE stamp AS SELECT pg_current_xact_id()::text AS xid;\n"), 0o644))
+	m := idemtest.Migrations{Dir: dir, Format: "plain"}
+	stamp := func() string {
+		db := idemtest.New(t, idemtest.WithMigrations(m))
+		var xid string
+		require.NoError(t, db.Pool.QueryRow(t.Context(), "SELECT xid FROM stamp").Scan(&xid))
+		return xid
+	}
+	first := stamp()
+	if os.Getenv(idemtest.EnvDatabaseURL) != "" {
+		// No templates on a server the tests do not own: each database
+		// gets the migrations applied anew.
+		assert.NotEqual(t, first, stamp(), "a template on %s's server", idemtest.EnvDatabaseURL)
+		return
+	}
+	assert.Equal(t, first, stamp(), "the second database was not copied from the first one's template")
+	require.NoError(t, os.WriteFile(file, []byte("CREATE TABLE stamp AS SELECT pg_current_xact_id()::text AS xid; -- changed\n"), 0o644))
+	assert.NotEqual(t, first, stamp(), "a changed migration reused the old template")
+}
