@@ -58,6 +58,12 @@ func (m Migrations) Check() error {
 // All files run on conn, so session settings carry from one file to the
 // next, as with the tools. An error names the file, the statement's number
 // and line, and quotes the statement.
+//
+// Apply keeps no record of what it applied (no goose_db_version or
+// schema_migrations table): the database is for tests, not for the tool to
+// migrate further. Files the tests cannot read the tool's way are errors
+// that say so: goose's ENVSUB, tern's {{ }} templates, atlas's delimiter
+// directive. Go migrations (goose's .go files) are not SQL and are not run.
 func (m Migrations) Apply(ctx context.Context, conn *pgx.Conn) error {
 	set, err := m.load()
 	if err != nil {
