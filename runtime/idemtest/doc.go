@@ -63,6 +63,19 @@
 //
 // [Migrations.Apply] applies the same files to any connection.
 //
+// # The generated tests
+//
+// The scenarios idemgen's generated tests run live here, once: [Atomic],
+// [External] and [Inline] are suites, one per mode, and the generated file
+// holds one short literal per method saying how to build the service (the
+// package's fixtures), call the wrapper and the method, fingerprint and
+// sample a request, derive another one ([Vary], or the optional other…Args
+// fixture) and count effects; its Run method runs every scenario as a
+// subtest against a fresh database holding the package's migrations
+// ([Package]). A scenario fixed here reaches every user with the runtime,
+// without regenerating. Failures name the scenario (the subtest), the key and,
+// where the fixture is at fault, the fixture.
+//
 // [Twins] and [Storm] release goroutines behind a barrier so that identical
 // requests really do race, and return every result in index order.
 //
