@@ -3,6 +3,7 @@ package idemtest
 import (
 	"reflect"
 	"strings"
+	"time"
 )
 
 // Scalar is a value Vary can change.
@@ -18,7 +19,7 @@ type Scalar interface {
 // for 0), a bool negated, and a string with its last letter or digit
 // replaced by the next one of its class, so that a uuid stays a uuid (hex
 // digits cycle within 0-9 and a-f), a numeric string stays numeric and an
-// email stays an email. A string without a letter or digit gets "1"
+// email stays an email; a date or RFC 3339 timestamp moves one day on. A string without a letter or digit gets "1"
 // appended. The generated tests vary one fingerprinted field of the sample
 // this way; a method that checks more than the shape needs the optional
 // other…Args fixture instead.
@@ -49,9 +50,17 @@ func Vary[T Scalar](v T) T {
 	return v
 }
 
-// varyString replaces the last letter or digit of s by the next of its
-// class: 0-9, a-f, g-z, A-F, G-Z, each cycling.
+// varyString moves a date or timestamp one day on (in its own layout) and
+// otherwise replaces the last letter or digit of s by the next of its class:
+// 0-9, a-f, g-z, A-F, G-Z, each cycling.
 func varyString(s string) string {
+	for _, layout := range []string{time.DateOnly, time.DateTime, time.RFC3339, time.RFC3339Nano} {
+		if d, err := time.Parse(layout, s); err == nil {
+			if out := d.AddDate(0, 0, 1).Format(layout); out != s {
+				return out
+			}
+		}
+	}
 	classes := []string{"0123456789", "abcdef", "ghijklmnopqrstuvwxyz", "ABCDEF", "GHIJKLMNOPQRSTUVWXYZ"}
 	for i := len(s) - 1; i >= 0; i-- {
 		for _, c := range classes {
