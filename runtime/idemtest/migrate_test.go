@@ -526,3 +526,19 @@ func TestMigrationsAppliedOncePerSet(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("CREATE TABLE stamp AS SELECT pg_current_xact_id()::text AS xid; -- changed\n"), 0o644))
 	assert.NotEqual(t, first, stamp(), "a changed migration reused the old template")
 }
+
+// TestMigrationsMissingTableHint: a generated inline migration applied
+// without the user's own migration of its table (a table a fixture used to
+// create) fails naming the file, and says where the table must come from.
+func TestMigrationsMissingTableHint(t *testing.T) {
+	m := migrationDir(t, "goose", goldenDir("goose", "inline"), nil)
+	db := idemtest.New(t, idemtest.WithoutLedger())
+	conn, err := pgx.Connect(t.Context(), db.URL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	err = m.Apply(t.Context(), conn)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "20240101120002_idemgen_inline_payments.sql")
+	assert.Contains(t, err.Error(), `relation "payments" does not exist`)
+	assert.Contains(t, err.Error(), "create the table in a migration of your own in the same directory, numbered before this one, instead of in a fixture")
+}
