@@ -89,3 +89,36 @@ func matchAt(file, block []string) bool {
 	}
 	return len(file) > 0 && file[0] == block[0] && matchAt(file[1:], block[1:])
 }
+
+// flagsRE is the comment that stands right before the README's copy of the
+// flag list -h prints, naming the file both come from.
+var flagsRE = regexp.MustCompile(`^(\s*)<!-- flags: (\S+) -->$`)
+
+// TestREADMEFlagList holds the README's flag list equal to the one
+// `idemgen -h` prints (cmd/idemgen embeds the named file; its own test holds
+// -h equal to the file and the file to the flags idemgen takes).
+func TestREADMEFlagList(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	lines := strings.Split(string(b), "\n")
+	found := 0
+	for i, l := range lines {
+		m := flagsRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		found++
+		indent := m[1]
+		require.Less(t, i+1, len(lines))
+		require.Equal(t, indent+"```text", lines[i+1], "README.md:%d: the flag list is a text block right after the comment", i+2)
+		var block []string
+		for j := i + 2; j < len(lines) && lines[j] != indent+"```"; j++ {
+			block = append(block, strings.TrimPrefix(lines[j], indent))
+		}
+		want, err := os.ReadFile(filepath.FromSlash(m[2]))
+		require.NoError(t, err)
+		assert.Equal(t, strings.TrimRight(string(want), "\n"), strings.Join(block, "\n"),
+			"README.md:%d: the flag list differs from %s, which idemgen -h prints; copy the file into the README", i+1, m[2])
+	}
+	assert.Equal(t, 1, found, "one <!-- flags: cmd/idemgen/flags.txt --> block in the README")
+}
