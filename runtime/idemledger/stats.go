@@ -123,12 +123,12 @@ WHERE c.oid = $1::regclass`, t.id.Quoted(), keyIndex).Scan(&ts.TableBytes, &ts.I
 
 func printStats(w io.Writer, st Stats) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tMODE\tMETHOD\tROWS\tIN PROGRESS\tEXPIRED\t")
+	fmt.Fprintln(tw, "TABLE\tMODE\tMETHOD\tROWS\tIN PROGRESS\tEXPIRED")
 	for _, m := range st.Methods {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", m.Table, m.Mode, m.Method, m.Rows, m.InProgress, m.Expired)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "TABLE\tTABLE SIZE\tINDEX SIZE\tKEY INDEX\tLIVE TUPLES\tDEAD TUPLES\tLAST AUTOVACUUM\t")
+	fmt.Fprintln(tw, "TABLE\tTABLE SIZE\tINDEX SIZE\tKEY INDEX\tLIVE TUPLES\tDEAD TUPLES\tLAST AUTOVACUUM")
 	for _, t := range st.Tables {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", t.Table, size(t.TableBytes), size(t.IndexBytes), size(t.KeyIndexBytes),
 			t.LiveTuples, t.DeadTuples, stamp(t.LastAutovacuum))
