@@ -44,24 +44,22 @@ type inlineSweepers struct {
 // call it yourself only for an InlineMethod you declared by hand.
 //
 // Registering a method again (another wrapper over the same store) is a
-// no-op; it is keyed by m.Name. It fails only when m's table name is not a
-// valid identifier.
-func RegisterInline[R any](s *Store, m *InlineMethod[R]) error {
-	if _, err := m.queries(); err != nil {
-		return fmt.Errorf("idem: RegisterInline: %w", err)
-	}
+// no-op; it is keyed by m.Name. It cannot fail, so a constructor can call it:
+// a method whose table name is not a valid identifier (which the generator
+// never writes) fails its sweeps instead, each with an error naming it, which
+// the janitor logs.
+func RegisterInline[R any](s *Store, m *InlineMethod[R]) {
 	r := s.inline
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.sweep[m.Name]; ok {
-		return nil
+		return
 	}
 	if r.sweep == nil {
 		r.sweep = map[string]func(context.Context, int) (int64, error){}
 	}
 	r.names = append(r.names, m.Name)
 	r.sweep[m.Name] = func(ctx context.Context, batch int) (int64, error) { return SweepInline(ctx, s, m, batch) }
-	return nil
 }
 
 // InlineRegistered returns the names of the inline methods registered with
