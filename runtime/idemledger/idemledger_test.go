@@ -314,3 +314,47 @@ func TestUsageErrors(t *testing.T) {
 	assert.Equal(t, idemledger.ExitError, r.code)
 	assert.Contains(t, r.stderr, "no table nosuch")
 }
+
+// A ledger in another schema is found and named with its schema; -table
+// keeps the one table it names.
+func TestSchemaQualifiedLedgerAndTableFilter(t *testing.T) {
+	f := newFixture(t)
+	billing, err := ledger.New("billing.idempotency_keys")
+	require.NoError(t, err)
+	exec(t, f.db, "CREATE SCHEMA billing")
+	for _, stmt := range billing.DDL() {
+		exec(t, f.db, stmt)
+	}
+	exec(t, f.db, `INSERT INTO billing.idempotency_keys (scope, method, key, fingerprint, status, expires_at)
+VALUES ('acme', 'example.com/billing.Invoices.Send', 'k1', '\x01', 'done', now() + interval '1 day')`)
+
+	r := f.run(t, "", false, nil, "stats", "-json", "-table", "billing.idempotency_keys")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	var st idemledger.Stats
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Len(t, st.Tables, 1)
+	assert.Equal(t, "billing.idempotency_keys", st.Tables[0].Table)
+	require.Len(t, st.Methods, 1)
+	assert.Equal(t, "example.com/billing.Invoices.Send", st.Methods[0].Method)
+
+	r = f.run(t, "", false, nil, "inspect", "-json", "-scope", "acme", "k1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	var keys []idemledger.Key
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &keys))
+	var tables []string
+	for _, k := range keys {
+		tables = append(tables, k.Table)
+	}
+	assert.ElementsMatch(t, []string{"idempotency_keys", "billing.idempotency_keys"}, tables, "without -table every ledger is read")
+
+	r = f.run(t, "", false, nil, "delete", "-scope", "acme", "-yes", "k1")
+	assert.Equal(t, idemledger.ExitUsage, r.code, "two methods hold the key: name one")
+	assert.Contains(t, r.stderr, "name one with -method or -table")
+	r = f.run(t, "", false, nil, "delete", "-scope", "acme", "-table", "billing.idempotency_keys", "-yes", "k1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	var left int
+	require.NoError(t, f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM billing.idempotency_keys`).Scan(&left))
+	assert.Zero(t, left)
+	r = f.run(t, "", false, nil, "inspect", "-scope", "acme", "-method", "Payments.Charge", "k1")
+	assert.Equal(t, idemledger.ExitOK, r.code, "the public ledger's key is untouched")
+}

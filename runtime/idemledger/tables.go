@@ -38,7 +38,7 @@ var (
 )
 
 // findTables returns the ledger tables, then the inline tables, each sorted
-// by name: the tables with all of the mode's columns. only, when set, keeps
+// by schema and name: the tables with all of the mode's columns. only, when set, keeps
 // the one table it names (schema-qualified or on the search path). Tables
 // whose names are not plain lower-case identifiers are not idemgen's and are
 // left out.
