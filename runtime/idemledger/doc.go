@@ -77,6 +77,10 @@
 //	4  refused: a live lock without -force, not confirmed, no -yes without a terminal, the row changed meanwhile
 //	5  inspect -request: the request does not match the key's fingerprint
 //
+// The command uses one connection; every statement is bounded by -timeout
+// (default 30s) and waits at most 2s for a lock, so an operator's command
+// never queues the service's traffic behind it for long.
+//
 // release and delete act on one key of one scope: every statement filters by
 // scope, method and key, and by the fence the command showed, so a row that
 // changed after it was shown is refused, not overwritten. What was done is
