@@ -25,13 +25,21 @@ import (
 	"sort"
 	"strings"
 
+	_ "embed"
+
 	// Its init ends a directive whose package is up to date before the
 	// packages below are initialised.
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/fastpath"
 	"github.com/idemgen/idemgen/gen"
 )
 
-const usage = `idemgen makes service methods idempotent on PostgreSQL.
+// flagList is every flag, grouped, each with its default: -h prints it and
+// the README carries it verbatim (readme_test.go holds the two equal).
+//
+//go:embed flags.txt
+var flagList string
+
+var usage = `idemgen makes service methods idempotent on PostgreSQL.
 
 Annotate a method with a directive in its doc comment and run go generate:
 
@@ -47,25 +55,9 @@ Usage:
 	idemgen [directive flags]                  as a go:generate directive ($GOFILE set)
 	idemgen [-check] [-tags=T] [-v] PACKAGES   on package patterns, e.g. ./...
 
-Directive flags (per method):
-	-mode=auto|atomic|external  assert the mode; auto decides from the parameters:
-	                            a pgx.Tx after ctx is atomic, none is external
-	-retention=DURATION         how long a key is remembered (default: the store's, 24h)
-	-lock-timeout=DURATION      external mode: how long a claim blocks retries (default: the store's, 1m)
-	-final-errors=ErrA,ErrB     package-level error variables stored and replayed
-	-storm=N                    concurrent requests in the generated storm test (default 32)
-Directive flags (per package; every directive that sets one must agree):
-	-table=NAME                 ledger table (default idempotency_keys)
-	-migrations=DIR             migrations directory, relative to the package (default migrations)
-	-migration-format=FORMAT    goose (default), golang-migrate, tern, dbmate, atlas, plain
-	-tests=false                do not generate the twin-request tests
-	-tags=TAGS                  build tags for loading the package (pass the same -tags to a package run)
-Run flags:
-	-check                      report stale or hand-edited output as a unified diff; exit 1 if any
-	-v                          say what was written or skipped
-	-q                          print nothing on success (by default one line per package written)
-	-debug-model                print the model built from the directives, write nothing
-
+Flags (a directive takes all but -check; a package run takes -check, -tags,
+-v, -q and -debug-model):
+` + flagList + `
 Exit status: 0 success, 1 generation errors or stale output (-check), 2 misuse.
 `
 
@@ -111,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.BoolVar(&quiet, "q", false, "")
 		fs.BoolVar(&debugModel, "debug-model", false, "")
 		fs.StringVar(&cfg.Tags, "tags", "", "")
-		for _, name := range []string{"mode", "retention", "lock-timeout", "final-errors", "storm", "table", "migrations", "migration-format", "tests"} {
+		for _, name := range []string{"mode", "retention", "lock-timeout", "final-errors", "storm", "inline", "lookup", "table", "migrations", "migration-format", "tests"} {
 			fs.Func(name, "", func(v string) error {
 				const where = "belongs in a //go:generate idemgen directive in the method's doc comment, not on the command line of a package run"
 				if _, problems := gen.ParseDirectiveArgs([]string{"-" + name + "=" + v}); len(problems) > 0 {

@@ -214,7 +214,7 @@ func TestUsage(t *testing.T) {
 		out.Reset()
 		errb.Reset()
 		assert.Equal(t, 0, run(context.Background(), []string{help}, &out, &errb), help)
-		assert.Contains(t, out.String(), "Directive flags (per method):", "%s prints the usage to stdout", help)
+		assert.Contains(t, out.String(), "Retention and locks (per method):", "%s prints the usage to stdout", help)
 		assert.Empty(t, errb.String(), help)
 	}
 	out.Reset()

@@ -85,8 +85,8 @@ func (r *renderer) inlinePlan(tables []InlineTable, st dirState, existing map[st
 func (r *renderer) inlineColumnsStmts(s ledger.Inline, add []ledger.Column) (up, down []stmt) {
 	q := s.Table.Quoted()
 	lock, st := pgDuration(r.cfg.LockTimeout), pgDuration(r.cfg.StatementTimeout)
-	up = append(up, r.setTimeouts(true, lock, st))
-	down = append(down, r.setTimeouts(true, lock, st))
+	up = append(up, r.setTimeouts(true, lock, st), r.lockStmt(s.Table))
+	down = append(down, r.setTimeouts(true, lock, st), r.lockStmt(s.Table))
 	for _, c := range add {
 		sql := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s;", q, ledger.Quote(c.Name), c.Type)
 		sql += fmt.Sprintf("\nCOMMENT ON COLUMN %s.%s IS %s;", q, ledger.Quote(c.Name), quoteLiteral(c.Comment))

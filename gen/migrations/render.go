@@ -42,6 +42,9 @@ type fileData struct {
 
 	Assumes string // inline mode: what the migration assumes about the business table
 
+	LockAttempt string // longest wait of one lock attempt (lockStmt)
+	LockBudget  string // how long the lock attempts go on in all
+
 	Rollback   string
 	State      string
 	Directives []string
@@ -137,6 +140,8 @@ func (r *renderer) base(kind string) fileData {
 		Methods:     methods,
 		Key:         strings.Join(l.Key, ", "),
 		Assumes:     r.assumes,
+		LockAttempt: min(LockAttemptWait, r.cfg.LockTimeout).String(),
+		LockBudget:  lockBudget(r.cfg.StatementTimeout).String(),
 	}
 }
 
@@ -238,8 +243,8 @@ func (r *renderer) alterStmts(s step) (up, down []stmt) {
 	l := r.ledger
 	q := l.Table.Quoted()
 	lock, st := pgDuration(r.cfg.LockTimeout), pgDuration(r.cfg.StatementTimeout)
-	up = append(up, r.setTimeouts(true, lock, st))
-	down = append(down, r.setTimeouts(true, lock, st))
+	up = append(up, r.setTimeouts(true, lock, st), r.lockStmt(l.Table))
+	down = append(down, r.setTimeouts(true, lock, st), r.lockStmt(l.Table))
 	for _, c := range s.columns {
 		sql := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s;", q, c.Def())
 		if c.Comment != "" {

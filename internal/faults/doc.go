@@ -12,5 +12,5 @@
 // the project's go.mod. Run it with the project's test script, or here:
 //
 //	go test -race ./...                 # the short mode CI runs
-//	go test -race -run . -faults.long   # bigger counts, and the README's table
+//	go test -race -run . -faults.long   # bigger counts, and the table of docs/guarantees.md
 package faults

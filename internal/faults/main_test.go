@@ -79,7 +79,7 @@ func record(f figures) {
 }
 
 // printTable prints, in long or verbose mode, every scenario's figures as the
-// markdown table of the README's "Guarantees and limits" section.
+// markdown table of docs/guarantees.md's "Guarantees and limits" section.
 func printTable() {
 	if !*long && !testing.Verbose() {
 		return

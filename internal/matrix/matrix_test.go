@@ -23,7 +23,7 @@ import (
 // empty and full values of every shape, few enough to keep CI quick.
 const checks = "30"
 
-var update = flag.Bool("update", false, "rewrite the golden stderr of testdata/matrix and the README's table of supported types")
+var update = flag.Bool("update", false, "rewrite the golden stderr of testdata/matrix and the table of supported types in docs/types.md")
 
 // matrixCase is one line of a group's cases section:
 //
@@ -226,11 +226,11 @@ func TestMatrix(t *testing.T) {
 		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), b)
 	}
 	if *update {
-		require.NoError(t, writeREADME(filepath.Join(root(t), "README.md"), groups))
+		require.NoError(t, writeREADME(filepath.Join(root(t), "docs", "types.md"), groups))
 	}
-	readme, err := os.ReadFile(filepath.Join(root(t), "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root(t), "docs", "types.md"))
 	require.NoError(t, err)
-	require.True(t, strings.Contains(string(readme), table(groups)), "README's supported-types table is stale (go test -update in internal/matrix)")
+	require.True(t, strings.Contains(string(readme), table(groups)), "the supported-types table of docs/types.md is stale (go test -update in internal/matrix)")
 }
 
 func section(ar *txtar.Archive, name string) string {
@@ -382,7 +382,7 @@ const (
 	endMark   = "<!-- type matrix: end -->"
 )
 
-// table renders the matrix as the README lists it.
+// table renders the matrix as docs/types.md lists it.
 func table(groups []*group) string {
 	var b strings.Builder
 	b.WriteString(beginMark + "\n\n| group | side | type | |\n| --- | --- | --- | --- |\n")

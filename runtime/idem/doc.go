@@ -31,5 +31,5 @@
 //
 // How to size the pool, what to set so that dead peers are noticed, and what
 // the runtime guarantees under faults (with the fault suite's figures) are in
-// the README's "Guarantees and limits".
+// docs/guarantees.md, "Guarantees and limits".
 package idem

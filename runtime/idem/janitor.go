@@ -2,8 +2,13 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // StartJanitor checks its arguments, then runs Janitor in a new goroutine
@@ -20,4 +25,74 @@ func (s *Store) StartJanitor(ctx context.Context, interval time.Duration, batch 
 		_ = s.Janitor(ctx, interval, batch) // its only error is the interval, checked above
 	}()
 	return done, nil
+}
+
+// inlineSweepers are the inline-mode methods registered with a store
+// (RegisterInline), swept by its janitor after the ledger. Safe for
+// concurrent use.
+type inlineSweepers struct {
+	mu    sync.Mutex
+	names []string // registration order, the order sweeps run in
+	sweep map[string]func(ctx context.Context, batch int) (int64, error)
+}
+
+// RegisterInline adds the inline-mode method m to what s's janitor sweeps:
+// every Janitor (and StartJanitor) round, after the ledger's expired rows,
+// takes the expired keys off m's table with SweepInline, paced by the same
+// sweep share (WithSweepShare). The generated NewIdempotent<T> constructor
+// calls it for each inline method, so one StartJanitor sweeps every mode;
+// call it yourself only for an InlineMethod you declared by hand.
+//
+// Registering a method again (another wrapper over the same store) is a
+// no-op; it is keyed by m.Name. It cannot fail, so a constructor can call it:
+// a method whose table name is not a valid identifier (which the generator
+// never writes) fails its sweeps instead, each with an error naming it, which
+// the janitor logs.
+func RegisterInline[R any](s *Store, m *InlineMethod[R]) {
+	r := s.inline
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.sweep[m.Name]; ok {
+		return
+	}
+	if r.sweep == nil {
+		r.sweep = map[string]func(context.Context, int) (int64, error){}
+	}
+	r.names = append(r.names, m.Name)
+	r.sweep[m.Name] = func(ctx context.Context, batch int) (int64, error) { return SweepInline(ctx, s, m, batch) }
+}
+
+// InlineRegistered returns the names of the inline methods registered with
+// s (RegisterInline), in registration order.
+func (s *Store) InlineRegistered() []string {
+	s.inline.mu.Lock()
+	defer s.inline.mu.Unlock()
+	return slices.Clone(s.inline.names)
+}
+
+// SweepAll runs Sweep over the ledger, then SweepInline over every
+// registered inline method, and returns the rows deleted or cleared in all.
+// Every sweep runs even when one before it fails; the errors are joined. A
+// ledger table that does not exist is not an error when inline methods are
+// registered (a service whose methods are all inline has no ledger).
+func (s *Store) SweepAll(ctx context.Context, batch int) (int64, error) {
+	total, err := s.Sweep(ctx, batch)
+	names := s.InlineRegistered()
+	var pgErr *pgconn.PgError
+	if len(names) > 0 && errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		err = nil
+	}
+	errs := []error{err}
+	for _, name := range names {
+		if ctx.Err() != nil {
+			break
+		}
+		s.inline.mu.Lock()
+		sweep := s.inline.sweep[name]
+		s.inline.mu.Unlock()
+		n, err := sweep(ctx, batch)
+		total += n
+		errs = append(errs, err)
+	}
+	return total, errors.Join(errs...)
 }

@@ -173,6 +173,7 @@ type Store struct {
 	ledger Ledger
 	q      queries
 	recent *recentDurations // body durations per method, for RetryAfter
+	inline *inlineSweepers  // inline methods the janitor sweeps (RegisterInline)
 	// pause waits between sweep batches; tests replace it.
 	pause func(ctx context.Context, d time.Duration) error
 }
@@ -212,7 +213,7 @@ func NewStore(pool Pool, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idem: NewStore: %w", err)
 	}
-	return &Store{pool: pool, cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted()), recent: &recentDurations{}, pause: sleepCtx}, nil
+	return &Store{pool: pool, cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted()), recent: &recentDurations{}, inline: &inlineSweepers{}, pause: sleepCtx}, nil
 }
 
 func (c config) validate() error {

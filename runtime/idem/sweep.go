@@ -80,7 +80,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Janitor runs Sweep every interval until ctx ends, logging failures, and
+// Janitor runs SweepAll every interval until ctx ends (the ledger, then every
+// inline method registered with RegisterInline), logging failures, and
 // returns nil when ctx ends. Run one per deployment (several are harmless:
 // SKIP LOCKED keeps them out of each other's way).
 func (s *Store) Janitor(ctx context.Context, interval time.Duration, batch int) error {
@@ -90,7 +91,7 @@ func (s *Store) Janitor(ctx context.Context, interval time.Duration, batch int) 
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		n, err := s.Sweep(ctx, batch)
+		n, err := s.SweepAll(ctx, batch)
 		switch {
 		case ctx.Err() != nil:
 			return nil

@@ -44,7 +44,7 @@ import (
 )
 
 // defaultAddr is where -serve listens unless -addr says otherwise; the
-// README's curl examples use it.
+// curl examples of docs/http.md use it.
 const defaultAddr = "127.0.0.1:8080"
 
 func main() {
@@ -122,7 +122,7 @@ func demo(ctx context.Context, stdout, stderr io.Writer, serve bool, addr string
 		return err
 	}
 	fmt.Fprintf(stdout, "\nThe example payments API is serving on %s (bank transfers take %s).\n", env.APIURL, env.BankDelay)
-	fmt.Fprintf(stdout, "Try it (the README's section \"HTTP API by hand (curl)\"):\n\n")
+	fmt.Fprintf(stdout, "Try it (docs/http.md, \"HTTP API by hand (curl)\"):\n\n")
 	fmt.Fprintf(stdout, "  curl -i %s/v1/charges \\\n", env.APIURL)
 	fmt.Fprintf(stdout, "    -H 'Authorization: Bearer acct_42' -H 'Idempotency-Key: \"order-1042\"' -H 'Content-Type: application/json' \\\n")
 	fmt.Fprintf(stdout, "    -d '{\"amount_cents\":1250,\"currency\":\"EUR\",\"card\":{\"number\":\"4242424242424242\",\"exp_month\":12,\"exp_year\":2030},\"description\":\"order 1042\"}'\n\n")

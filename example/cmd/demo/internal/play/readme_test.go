@@ -20,7 +20,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemtest"
 )
 
-// TestREADMECurl runs every command of the README's "HTTP API by hand (curl)"
+// TestREADMECurl runs every command of docs/http.md's "HTTP API by hand (curl)"
 // section, as written, against the example served as demo -serve serves it,
 // and checks the answers the README promises. The curl commands are read
 // from the README and sent with net/http, so the test needs no curl binary;
@@ -90,13 +90,13 @@ func TestREADMECurl(t *testing.T) {
 	assert.Equal(t, 1, env.Bank.Transfers(), "bank transfers")
 }
 
-// readmeBlocks returns the sh code blocks of the README's curl section.
+// readmeBlocks returns the sh code blocks of the curl section of docs/http.md.
 func readmeBlocks(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../../../../README.md")
+	b, err := os.ReadFile("../../../../../docs/http.md")
 	require.NoError(t, err)
 	_, sec, ok := strings.Cut(string(b), "\n## HTTP API by hand (curl)\n")
-	require.True(t, ok, "README has no section \"HTTP API by hand (curl)\"")
+	require.True(t, ok, "docs/http.md has no section \"HTTP API by hand (curl)\"")
 	sec, _, _ = strings.Cut(sec, "\n## ")
 	var blocks []string
 	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(sec, -1) {

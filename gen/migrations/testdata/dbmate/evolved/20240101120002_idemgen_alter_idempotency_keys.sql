@@ -15,8 +15,16 @@
 -- inserted, updated once and deleted.
 --
 -- Adding a nullable column, or one with a constant default, only changes the
--- catalog: the table is not rewritten. The brief ACCESS EXCLUSIVE lock is
--- bounded by lock_timeout.
+-- catalog: the table is not rewritten.
+--
+-- Writers never wait long behind this migration. An ALTER TABLE needs the
+-- table's ACCESS EXCLUSIVE lock, and while that request waits (behind a long
+-- report, say) every writer queues behind it. So the migration first takes the
+-- lock in attempts of at most 100ms, stepping back between them with backoff
+-- (each refused attempt is a NOTICE in the tool's log), for up to 30s in all; a
+-- writer stalls at most 100ms per attempt. If the lock never comes, the
+-- migration fails cleanly with lock_not_available and changes nothing: run it
+-- again.
 --
 -- Needed by: Payments.Charge, Payments.Refund.
 --
@@ -38,6 +46,39 @@
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
 
+-- Take the table's ACCESS EXCLUSIVE lock first, in attempts of at most 100ms:
+-- while a lock request waits, every writer of the table queues behind it, so a
+-- long wait (behind a report's open transaction) would stall them all. A
+-- refused attempt steps back, letting the writers go on, sleeps with backoff
+-- and tries again, for up to 30s in all. The statements below then run under
+-- the lock without waiting.
+DO $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + interval '30s';
+    pause float8 := 0.05;
+    attempt int := 1;
+BEGIN
+    LOOP
+        BEGIN
+            PERFORM set_config('lock_timeout', '100ms', true);
+            LOCK TABLE "idempotency_keys" IN ACCESS EXCLUSIVE MODE;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF clock_timestamp() + pause * interval '1 second' > deadline THEN
+                RAISE EXCEPTION 'idemgen: no lock on % after % attempts in %; run the migration again when the long transactions on the table have ended', 'idempotency_keys', attempt, interval '30s'
+                    USING ERRCODE = 'lock_not_available';
+            END IF;
+            RAISE NOTICE 'idemgen: lock on % not available (attempt %); retrying in % s', 'idempotency_keys', attempt, round(pause::numeric, 3);
+            PERFORM pg_sleep(pause * (0.5 + random() / 2));
+            pause := least(pause * 2, 1);
+            attempt := attempt + 1;
+        END;
+    END LOOP;
+    RAISE NOTICE 'idemgen: lock on % taken (attempt %)', 'idempotency_keys', attempt;
+    PERFORM set_config('lock_timeout', '5s', true);
+END
+$$;
+
 -- Recovery points of external work: completed steps and their results.
 ALTER TABLE "idempotency_keys" ADD COLUMN IF NOT EXISTS "steps" jsonb NOT NULL DEFAULT '{}'::jsonb;
 COMMENT ON COLUMN "idempotency_keys"."steps" IS 'recovery points of external work: completed steps and their results';
@@ -55,6 +96,39 @@ ALTER TABLE "idempotency_keys" SET (autovacuum_analyze_scale_factor = 0.02, auto
 -- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
+
+-- Take the table's ACCESS EXCLUSIVE lock first, in attempts of at most 100ms:
+-- while a lock request waits, every writer of the table queues behind it, so a
+-- long wait (behind a report's open transaction) would stall them all. A
+-- refused attempt steps back, letting the writers go on, sleeps with backoff
+-- and tries again, for up to 30s in all. The statements below then run under
+-- the lock without waiting.
+DO $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + interval '30s';
+    pause float8 := 0.05;
+    attempt int := 1;
+BEGIN
+    LOOP
+        BEGIN
+            PERFORM set_config('lock_timeout', '100ms', true);
+            LOCK TABLE "idempotency_keys" IN ACCESS EXCLUSIVE MODE;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF clock_timestamp() + pause * interval '1 second' > deadline THEN
+                RAISE EXCEPTION 'idemgen: no lock on % after % attempts in %; run the migration again when the long transactions on the table have ended', 'idempotency_keys', attempt, interval '30s'
+                    USING ERRCODE = 'lock_not_available';
+            END IF;
+            RAISE NOTICE 'idemgen: lock on % not available (attempt %); retrying in % s', 'idempotency_keys', attempt, round(pause::numeric, 3);
+            PERFORM pg_sleep(pause * (0.5 + random() / 2));
+            pause := least(pause * 2, 1);
+            attempt := attempt + 1;
+        END;
+    END LOOP;
+    RAISE NOTICE 'idemgen: lock on % taken (attempt %)', 'idempotency_keys', attempt;
+    PERFORM set_config('lock_timeout', '5s', true);
+END
+$$;
 
 -- Restore the previous autovacuum settings.
 ALTER TABLE "idempotency_keys" RESET (autovacuum_analyze_scale_factor, autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_scale_factor);

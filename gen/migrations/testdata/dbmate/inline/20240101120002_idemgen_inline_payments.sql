@@ -20,9 +20,17 @@
 -- Each column is added nullable and without a default, which only changes the
 -- catalog: the table is not rewritten, and existing rows read NULL (rows
 -- without a key are never indexed). A default is set by a separate statement
--- and applies to new rows only. Each statement's brief ACCESS EXCLUSIVE lock is
--- bounded by lock_timeout. The unique index on (scope, key) follows in a
+-- and applies to new rows only. The unique index on (scope, key) follows in a
 -- migration of its own, built CONCURRENTLY.
+--
+-- Writers never wait long behind this migration. An ALTER TABLE needs the
+-- table's ACCESS EXCLUSIVE lock, and while that request waits (behind a long
+-- report, say) every writer queues behind it. So the migration first takes the
+-- lock in attempts of at most 100ms, stepping back between them with backoff
+-- (each refused attempt is a NOTICE in the tool's log), for up to 30s in all; a
+-- writer stalls at most 100ms per attempt. If the lock never comes, the
+-- migration fails cleanly with lock_not_available and changes nothing: run it
+-- again.
 --
 -- Assumes the table payments exists, as created by
 -- 20240101120000_create_payments.sql, which this migration runs after; it only
@@ -46,6 +54,39 @@
 -- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
+
+-- Take the table's ACCESS EXCLUSIVE lock first, in attempts of at most 100ms:
+-- while a lock request waits, every writer of the table queues behind it, so a
+-- long wait (behind a report's open transaction) would stall them all. A
+-- refused attempt steps back, letting the writers go on, sleeps with backoff
+-- and tries again, for up to 30s in all. The statements below then run under
+-- the lock without waiting.
+DO $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + interval '30s';
+    pause float8 := 0.05;
+    attempt int := 1;
+BEGIN
+    LOOP
+        BEGIN
+            PERFORM set_config('lock_timeout', '100ms', true);
+            LOCK TABLE "payments" IN ACCESS EXCLUSIVE MODE;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF clock_timestamp() + pause * interval '1 second' > deadline THEN
+                RAISE EXCEPTION 'idemgen: no lock on % after % attempts in %; run the migration again when the long transactions on the table have ended', 'payments', attempt, interval '30s'
+                    USING ERRCODE = 'lock_not_available';
+            END IF;
+            RAISE NOTICE 'idemgen: lock on % not available (attempt %); retrying in % s', 'payments', attempt, round(pause::numeric, 3);
+            PERFORM pg_sleep(pause * (0.5 + random() / 2));
+            pause := least(pause * 2, 1);
+            attempt := attempt + 1;
+        END;
+    END LOOP;
+    RAISE NOTICE 'idemgen: lock on % taken (attempt %)', 'payments', attempt;
+    PERFORM set_config('lock_timeout', '5s', true);
+END
+$$;
 
 -- The client's idempotency key; NULL for rows written without one or whose key
 -- was swept.
@@ -76,6 +117,39 @@ ALTER TABLE "payments" ALTER COLUMN "idempotency_claimed_at" SET DEFAULT now();
 -- behind it.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '60s';
+
+-- Take the table's ACCESS EXCLUSIVE lock first, in attempts of at most 100ms:
+-- while a lock request waits, every writer of the table queues behind it, so a
+-- long wait (behind a report's open transaction) would stall them all. A
+-- refused attempt steps back, letting the writers go on, sleeps with backoff
+-- and tries again, for up to 30s in all. The statements below then run under
+-- the lock without waiting.
+DO $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + interval '30s';
+    pause float8 := 0.05;
+    attempt int := 1;
+BEGIN
+    LOOP
+        BEGIN
+            PERFORM set_config('lock_timeout', '100ms', true);
+            LOCK TABLE "payments" IN ACCESS EXCLUSIVE MODE;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF clock_timestamp() + pause * interval '1 second' > deadline THEN
+                RAISE EXCEPTION 'idemgen: no lock on % after % attempts in %; run the migration again when the long transactions on the table have ended', 'payments', attempt, interval '30s'
+                    USING ERRCODE = 'lock_not_available';
+            END IF;
+            RAISE NOTICE 'idemgen: lock on % not available (attempt %); retrying in % s', 'payments', attempt, round(pause::numeric, 3);
+            PERFORM pg_sleep(pause * (0.5 + random() / 2));
+            pause := least(pause * 2, 1);
+            attempt := attempt + 1;
+        END;
+    END LOOP;
+    RAISE NOTICE 'idemgen: lock on % taken (attempt %)', 'payments', attempt;
+    PERFORM set_config('lock_timeout', '5s', true);
+END
+$$;
 
 -- A rollback drops the column the up migration added, with its data.
 -- squawk-ignore ban-drop-column

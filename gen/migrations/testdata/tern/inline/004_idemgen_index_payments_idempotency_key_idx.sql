@@ -9,6 +9,13 @@
 -- go on while it builds. CREATE INDEX CONCURRENTLY cannot run inside a
 -- transaction, so this migration runs without one and holds nothing else.
 --
+-- Its lock (SHARE UPDATE EXCLUSIVE) does not conflict with the writers' (ROW
+-- EXCLUSIVE), so writers never queue behind it, even while it waits;
+-- lock_timeout only bounds how long the build itself waits (behind another DDL
+-- or a manual VACUUM). It cannot retry in a loop as the ALTER migrations do: a
+-- DO block runs inside a transaction, where CREATE INDEX CONCURRENTLY is
+-- refused. A build that gives up leaves an INVALID index, handled as below.
+--
 -- If the build fails (lock_timeout, a deadlock, a cancelled statement, or rows
 -- that break uniqueness), PostgreSQL leaves an INVALID index behind; it costs
 -- writes and serves no reads, and IF NOT EXISTS would skip it on a rerun, so

@@ -1,0 +1,88 @@
+// Package idemledger is the operations command for idemgen's idempotency
+// keys: it looks into the ledger table and into the business tables of
+// inline-mode methods, and releases or deletes a key, against the database
+// the service uses. cmd/idemledger is this package with no fingerprint
+// functions; a service that wants `inspect -request` builds the same command
+// into a binary of its own with Main and WithFingerprint.
+//
+//	idemledger inspect [-scope S] [-method M] [-request FILE] KEY
+//	idemledger list    [-limit N]
+//	idemledger stats
+//	idemledger release -scope S [-method M] [-force] [-yes] KEY
+//	idemledger delete  -scope S [-method M] [-force] [-yes] KEY
+//
+// Every command reads the connection string from -db or DATABASE_URL, finds
+// the tables by their columns (a ledger: scope, method, key, fingerprint,
+// status, expires_at, locked_until, fence, steps; an inline table: the
+// idempotency_key, idempotency_scope, idempotency_fingerprint and
+// idempotency_claimed_at columns), or only the one -table names, prints
+// tables for people and JSON with -json. Flags come before the key.
+//
+// # Why a command of its own, not `idemgen ledger`
+//
+// idemgen is a code generator: it runs in go generate and CI, never talks to
+// a database, and links no database driver (package ledger imports only the
+// standard library; its start-up is measured because every directive pays
+// it). The operations command is the opposite: it runs where the database
+// is, by people on call, and needs pgx. Keeping them apart keeps the
+// generator small and fast and lets an operator install one binary without
+// the other (go install github.com/idemgen/idemgen/cmd/idemledger@VERSION, or
+// `tool` in go.mod). And only a binary built from the service's own code can
+// fingerprint a request the way the method does (the fingerprint functions
+// are generated into the user's package), which a separate, embeddable
+// command allows and a subcommand of the generator would not.
+//
+// # What -request can and cannot tell
+//
+// The ledger stores the request's SHA-256 fingerprint, not the request. With
+// -request FILE, inspect decodes FILE (JSON) into the method's request type,
+// fingerprints it with the method's own generated function and compares:
+// "replay" (equal: a retry with this request gets the stored response) or
+// "mismatch" (a retry gets idem.ErrMismatch, HTTP 422). Which fields differ
+// cannot be known from a hash, and the command does not pretend to: compare
+// FILE with what the client sent first (the service's logs). The fingerprint
+// function exists only in the user's package, so cmd/idemledger answers
+// -request with exit status 1 and the way to build a binary that can:
+//
+//	// in the service's package (it may call the unexported generated function)
+//	func LedgerFingerprints() []idemledger.Option {
+//		return []idemledger.Option{
+//			idemledger.WithFingerprint("example.com/shop.Payments.Charge", idemledger.JSONRequest(fingerprintPaymentsCharge)),
+//		}
+//	}
+//
+//	// in cmd/shopledger/main.go
+//	func main() { os.Exit(idemledger.Main(context.Background(), os.Args[1:], shop.LedgerFingerprints()...)) }
+//
+// JSONRequest fits a method with one request parameter; for several, pass a
+// function that decodes FILE however suits and calls the generated one.
+//
+// # Inline tables
+//
+// An inline-mode key lives in its business row: inspect shows the row (as
+// JSON, without the key columns) as the stored response. A claim there
+// commits with the work, so no inline key is ever seen in progress and
+// release does not apply; delete takes the key off its row (the row stays),
+// as the sweep does. The retention window is in the code, not the row:
+// -retention (default 24h, the store's default) says when an inline key
+// counts as expired. -method matches a ledger's method column (the full name
+// or its end, e.g. Payments.Charge); for an inline table name it with -table.
+//
+// # Exit status
+//
+//	0  done; inspect found the key (and -request would replay)
+//	1  an error: the database, a file, a fingerprint this binary does not have
+//	2  misuse: unknown command or flag, a missing argument, a key several methods hold
+//	3  no such key
+//	4  refused: a live lock without -force, not confirmed, no -yes without a terminal, the row changed meanwhile
+//	5  inspect -request: the request does not match the key's fingerprint
+//
+// The command uses one connection; every statement is bounded by -timeout
+// (default 30s) and waits at most 2s for a lock, so an operator's command
+// never queues the service's traffic behind it for long.
+//
+// release and delete act on one key of one scope: every statement filters by
+// scope, method and key, and by the fence the command showed, so a row that
+// changed after it was shown is refused, not overwritten. What was done is
+// written to stderr.
+package idemledger
