@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	// packages below are initialised.
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/fastpath"
 	"github.com/idemgen/idemgen/gen"
+	"github.com/idemgen/idemgen/gen/migrations"
 )
 
 const usage = `idemgen makes service methods idempotent on PostgreSQL.
@@ -139,6 +141,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg.Force = check || debugModel
 
 	out, err := gen.Generate(ctx, cfg)
+	var problems *migrations.ProblemError
+	if errors.As(err, &problems) {
+		reportProblems(problems, check, stdout, stderr)
+		return 1
+	}
 	var list gen.ErrorList
 	if errors.As(err, &list) {
 		for _, e := range list {
@@ -274,10 +281,12 @@ func checkFiles(wd string, paths []string, files map[string][]byte, stdout, stde
 			continue
 		}
 		name := rel(wd, p)
-		if d := gen.UnifiedDiff("a/"+name, "b/"+name, gen.WithoutInputsStamp(have), gen.WithoutInputsStamp(want)); d != "" || (missing && want != nil) {
-			if d == "" {
-				d = fmt.Sprintf("--- a/%s (missing)\n+++ b/%s\n", name, name)
-			}
+		if missing && want != nil {
+			fmt.Fprintf(stdout, "%s: missing: run go generate to write it back\n", name)
+			stale++
+			continue
+		}
+		if d := gen.UnifiedDiff("a/"+name, "b/"+name, gen.WithoutInputsStamp(have), gen.WithoutInputsStamp(want)); d != "" {
 			fmt.Fprint(stdout, d)
 			stale++
 		}
@@ -287,6 +296,19 @@ func checkFiles(wd string, paths []string, files map[string][]byte, stdout, stde
 		return 1
 	}
 	return 0
+}
+
+// reportProblems prints why the migrations directory was refused, one
+// message per file; under -check each hand-edited file is followed by a
+// unified diff turning it back into what idemgen wrote.
+func reportProblems(e *migrations.ProblemError, check bool, stdout, stderr io.Writer) {
+	for _, p := range e.Problems {
+		fmt.Fprintln(stderr, p.Message(e.Dir))
+		if check && p.Kind == migrations.Edited && p.Want != nil {
+			name := path.Join(e.Dir, p.File)
+			fmt.Fprint(stdout, gen.UnifiedDiff("a/"+name+" (hand-edited)", "b/"+name+" (as idemgen wrote it)", p.Have, p.Want))
+		}
+	}
 }
 
 func rel(wd, p string) string {

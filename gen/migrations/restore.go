@@ -44,7 +44,11 @@ func (p Problem) Message(dir string) string {
 	const never = "existing migrations are never rewritten or renumbered (they may have been applied already)"
 	switch p.Kind {
 	case Edited:
-		return fmt.Sprintf("%s: hand-edited (differs from what idemgen wrote). Restore it (git checkout -- %s) and put your schema change in a new migration of your own: %s.", name, name, never)
+		msg := fmt.Sprintf("%s: hand-edited (differs from what idemgen wrote). Restore it (git checkout -- %s) and put your schema change in a new migration of your own: %s.", name, name, never)
+		if p.Want == nil {
+			msg += fmt.Sprintf(" This version of idemgen cannot reproduce the file to show the difference; git log -p -- %s shows it.", name)
+		}
+		return msg
 	case Missing:
 		return fmt.Sprintf("%s: missing, and idemgen cannot write it back where it was: %s. Restore it from version control (git checkout -- %s): %s.", name, p.Reason, name, never)
 	}
