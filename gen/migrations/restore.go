@@ -184,8 +184,10 @@ func tryWindow(cfg Config, schema ledger.Schema, dir map[string][]byte, m string
 		switch {
 		case ok && string(have) != string(out[name]):
 			return nil, fmt.Sprintf("planned without it, %s would not come out as it is", name)
-		case !ok && cfg.Written[name] == "" && !hasKey(cfg.Written, name):
+		case !ok && !hasKey(cfg.Written, name):
 			return nil, fmt.Sprintf("planned without it, the directory would also get %s", name)
+		case !ok && cfg.Written[name] != "" && stamp.FileSum(out[name]) != cfg.Written[name]:
+			return nil, fmt.Sprintf("written back from the other files, %s would not hold what idemgen wrote there before (a later migration changed the table it creates)", name)
 		case !ok:
 			back[name] = out[name]
 		}

@@ -116,6 +116,19 @@ func TestDeletedMigrationThatCannotComeBackIsRefused(t *testing.T) {
 	msg := p.Message("migrations")
 	assert.True(t, strings.HasPrefix(msg, "migrations/"+cols+": missing, and idemgen cannot write it back where it was: "), msg)
 	assert.Contains(t, msg, "Restore it from version control (git checkout -- migrations/"+cols+")")
+
+	// The ledger created by an older idemgen, then altered: planned from
+	// the other files, its creation would hold the added column too, which
+	// is not what databases that applied it ran. Refused, not rewritten.
+	dir = scenarios(t, "goose")["evolved"]
+	cfg = cfgFor("goose")
+	cfg.Written = writtenOf(dir)
+	create := named(t, dir, "_idemgen_create_idempotency_keys")
+	_, err = Plan(cfg, without(dir, create))
+	p = problemOf(t, err)
+	assert.Equal(t, Missing, p.Kind)
+	assert.Equal(t, create, p.File)
+	assert.Contains(t, p.Reason, "would not hold what idemgen wrote there before")
 }
 
 // TestHandEditedMigrationIsRefused: an edit is never accepted: Plan names
