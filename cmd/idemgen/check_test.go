@@ -20,19 +20,7 @@ var update = flag.Bool("update", false, "rewrite testdata/check_migrations.txtar
 // a fresh module and generates it once.
 func exampleModule(t *testing.T, path string) string {
 	t.Helper()
-	src := filepath.Join(testmod.RepoRoot(t), "example")
-	files := map[string][]byte{}
-	for _, pattern := range []string{"*.go", "migrations/*.sql"} {
-		names, err := filepath.Glob(filepath.Join(src, pattern))
-		require.NoError(t, err)
-		for _, n := range names {
-			b, err := os.ReadFile(n)
-			require.NoError(t, err)
-			r, err := filepath.Rel(src, n)
-			require.NoError(t, err)
-			files["example/"+filepath.ToSlash(r)] = b
-		}
-	}
+	files := testmod.ExampleFiles(t)
 	dir := testmod.New(t, "shop", files)
 	r := sh(t, dir, path, nil, "idemgen", "./example")
 	require.Equal(t, 0, r.code, "idemgen: %s", r.stderr)
