@@ -130,7 +130,8 @@ const maxGroup = 3
 // smallest window of idemgen's versions around m's whose files, taken out
 // of dir and planned again numbered from the window's first version, come
 // back byte for byte, with m among them. It returns the files that are not
-// in dir, or nil and why none fits.
+// in dir (none when what m created is in other files already), or nil and
+// why none fits.
 func restoreOne(cfg Config, schema ledger.Schema, dir map[string][]byte, m string) (map[string][]byte, string) {
 	v, _, _ := versionOf(m)
 	vers := []uint64{v}
@@ -153,8 +154,29 @@ func restoreOne(cfg Config, schema ledger.Schema, dir map[string][]byte, m strin
 			}
 		}
 	}
+	if reason == covered && moved(dir, m) {
+		// m was moved to another version, and the directory without it
+		// lacks nothing: nothing to write back; checkOrder still sees that
+		// the directory applies.
+		return map[string][]byte{}, ""
+	}
 	return nil, reason
 }
+
+// moved reports whether dir holds an idemgen file named like m but for the
+// version.
+func moved(dir map[string][]byte, m string) bool {
+	_, slug, _ := strings.Cut(m, "_")
+	for name, b := range dir {
+		if _, s, _ := strings.Cut(name, "_"); s == slug && name != m && isOwned(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// covered is tryWindow's answer when the directory without m needs nothing.
+const covered = "the other files already create everything it did"
 
 // tryWindow plans dir without its idemgen files of versions lo..hi,
 // numbered from lo; see restoreOne.
@@ -174,7 +196,7 @@ func tryWindow(cfg Config, schema ledger.Schema, dir map[string][]byte, m string
 	}
 	if !slices.Contains(added, m) {
 		if len(added) == 0 {
-			return nil, "the other files already create everything it did"
+			return nil, covered
 		}
 		return nil, fmt.Sprintf("planned without it, the directory would get %s instead", strings.Join(added, ", "))
 	}

@@ -76,6 +76,22 @@ func TestDeletedMigrationIsWrittenBackInPlace(t *testing.T) {
 	}
 }
 
+// TestMovedMigrationIsNotWrittenBack: a generated file renumbered by hand
+// (after a merge gave two files one version, say) still creates what it
+// did: nothing is written back under the old name, and the set applies.
+func TestMovedMigrationIsNotWrittenBack(t *testing.T) {
+	dir := inlineScenario(t, "goose")
+	cfg := inlineCfg("goose")
+	cfg.Written = writtenOf(dir)
+	ix := named(t, dir, "_idemgen_index_payments")
+	require.True(t, strings.HasPrefix(ix, "20240101120003_"), ix)
+	moved := without(dir, ix)
+	moved["20240101120009"+strings.TrimPrefix(ix, "20240101120003")] = dir[ix]
+	out, err := Plan(cfg, moved)
+	require.NoError(t, err)
+	assert.Equal(t, slices.Sorted(maps.Keys(owned(moved))), slices.Sorted(maps.Keys(out)))
+}
+
 // TestDeletedMigrationWithoutRecordIsRefused: with no stamp listing it, a
 // deleted column migration would be planned after the index that needs its
 // columns; Plan refuses and names the index migration.
