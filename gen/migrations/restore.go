@@ -79,11 +79,13 @@ func (e *ProblemError) Error() string {
 //
 //  1. An idemgen file whose sum differs from the one recorded when it was
 //     written is refused (Edited), never accepted nor rewritten.
-//  2. When a file listed in cfg.Written is absent and the directory lacks
-//     what it created, the new migrations are numbered from its version
-//     instead of after the last one; they must be exactly missing files,
-//     by name, or Plan refuses (Missing). Existing files are never renamed
-//     or rewritten: planAt refuses a name that exists.
+//  2. A file listed in cfg.Written that is absent is written back under its
+//     own name (restoreOne): the smallest window of idemgen's versions
+//     around it is planned again from the other files, numbered from the
+//     window's start, and must come back byte for byte, the missing files
+//     with their recorded sums; otherwise Plan refuses (Missing). Existing
+//     files are never renamed or rewritten: planAt refuses a name whose
+//     file has other bytes.
 //  3. The result, applied in version order, must give every migration what
 //     it needs (a table before its changes, columns before their index),
 //     or Plan refuses (Unordered): that catches a deleted file no stamp
