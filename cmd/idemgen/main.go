@@ -181,7 +181,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	sort.Strings(paths)
 	if check {
-		return checkFiles(wd, paths, out.Files, stdout, stderr)
+		return checkFiles(wd, paths, out, stdout, stderr)
 	}
 	if !quiet {
 		notes(stderr, wd, out.Packages)
@@ -266,8 +266,10 @@ func summarise(w io.Writer, wd string, pkgs []*gen.Package, written map[string][
 	}
 }
 
-// checkFiles prints a unified diff for every output that differs from disk.
-func checkFiles(wd string, paths []string, files map[string][]byte, stdout, stderr io.Writer) int {
+// checkFiles prints a unified diff for every output that differs from disk,
+// and names a missing one.
+func checkFiles(wd string, paths []string, out *gen.Output, stdout, stderr io.Writer) int {
+	files := out.Files
 	stale := 0
 	for _, p := range paths {
 		have, err := os.ReadFile(p)
@@ -282,7 +284,11 @@ func checkFiles(wd string, paths []string, files map[string][]byte, stdout, stde
 		}
 		name := rel(wd, p)
 		if missing && want != nil {
-			fmt.Fprintf(stdout, "%s: missing: run go generate to write it back\n", name)
+			how := ""
+			if isMigration(out.Packages, p) {
+				how = " under its own name, as idemgen wrote it"
+			}
+			fmt.Fprintf(stdout, "%s: missing: run go generate to write it back%s\n", name, how)
 			stale++
 			continue
 		}
@@ -296,6 +302,17 @@ func checkFiles(wd string, paths []string, files map[string][]byte, stdout, stde
 		return 1
 	}
 	return 0
+}
+
+// isMigration reports whether p is in the migrations directory of one of
+// pkgs.
+func isMigration(pkgs []*gen.Package, p string) bool {
+	for _, pkg := range pkgs {
+		if pkg.MigrationsDir != "" && filepath.Dir(p) == filepath.Join(pkg.Dir, filepath.FromSlash(pkg.MigrationsDir)) {
+			return true
+		}
+	}
+	return false
 }
 
 // reportProblems prints why the migrations directory was refused, one
