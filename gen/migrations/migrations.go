@@ -107,6 +107,12 @@ func (c Config) withDefaults() (Config, error) {
 // recursive). Files that do not start with GeneratedLine belong to the user:
 // they are never returned, but their version numbers are respected, so new
 // migrations sort after them.
+//
+// A migration cfg.Written lists that is gone is written back under its own
+// name, byte for byte. A hand-edited one, a deleted one that cannot come
+// back as it was, or a directory whose migrations would not apply in
+// version order is refused with a *ProblemError naming the file; nothing
+// existing is ever rewritten or renumbered (see the package doc).
 func Plan(cfg Config, existing map[string][]byte) (map[string][]byte, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {

@@ -52,7 +52,7 @@ func (p Problem) Message(dir string) string {
 	case Missing:
 		return fmt.Sprintf("%s: missing, and idemgen cannot write it back where it was: %s. Restore it from version control (git checkout -- %s): %s.", name, p.Reason, name, never)
 	}
-	return fmt.Sprintf("%s: %s: %s, so a migration idemgen wrote before it was deleted. Restore the deleted file from version control (git log --diff-filter=D --name-only -- %s names it): %s, so idemgen cannot put it back before %s itself.",
+	return fmt.Sprintf("%s: %s: %s. A migration that idemgen wrote before this one has been deleted: restore it from version control (git log --diff-filter=D --name-only -- %s names it); %s, so idemgen will not put it back before %s itself.",
 		name, Unordered, p.Reason, dir, never, p.File)
 }
 

@@ -103,8 +103,8 @@ func TestDeletedMigrationWithoutRecordIsRefused(t *testing.T) {
 	p := problemOf(t, err)
 	assert.Equal(t, Unordered, p.Kind)
 	assert.Equal(t, ix, p.File)
-	assert.Equal(t, "migrations/"+ix+": cannot apply: it builds index payments_idempotency_key_idx on payments, but no migration before it adds column idempotency_scope (idemgen would add it in a new "+later+", after it), so a migration idemgen wrote before it was deleted. "+
-		"Restore the deleted file from version control (git log --diff-filter=D --name-only -- migrations names it): existing migrations are never rewritten or renumbered (they may have been applied already), so idemgen cannot put it back before "+ix+" itself.",
+	assert.Equal(t, "migrations/"+ix+": cannot apply: it builds index payments_idempotency_key_idx on payments, but no migration before it adds column idempotency_scope (idemgen would add it in a new "+later+", after it). A migration that idemgen wrote before this one has been deleted: "+
+		"restore it from version control (git log --diff-filter=D --name-only -- migrations names it); existing migrations are never rewritten or renumbered (they may have been applied already), so idemgen will not put it back before "+ix+" itself.",
 		p.Message("migrations"))
 
 	// The ledger's creation deleted while its index migration stays: the
