@@ -3,8 +3,6 @@ package example
 import (
 	"context"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idemtest"
@@ -18,16 +16,13 @@ const (
 	seedCents   = 100_000_000
 )
 
-// newPaymentsForTest creates the service's own tables on db, seeds one large
-// payment (id 1) and balance so that refunds and payouts can succeed many
-// times, and points the service at a fake bank.
+// newPaymentsForTest seeds one large payment (id 1) and balance on db,
+// which holds the package's migrations (the generated tests apply
+// migrations/ to every test database), so that refunds and payouts can
+// succeed many times, and points the service at a fake bank.
 func newPaymentsForTest(t *testing.T, db *idemtest.DB) *Payments {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := db.Pool.Exec(ctx, ownSchema(t)); err != nil {
-		t.Fatalf("create the example's tables: %v", err)
-	}
-	_, err := db.Pool.Exec(ctx, `
+	_, err := db.Pool.Exec(context.Background(), `
 		INSERT INTO payments (account, amount_cents, currency, card_last4, description)
 		VALUES ('acct_test', 100000000, 'EUR', '4242', 'seed');
 		INSERT INTO balances (account, balance_cents) VALUES ('acct_test', 100000000);`)
@@ -37,18 +32,6 @@ func newPaymentsForTest(t *testing.T, db *idemtest.DB) *Payments {
 	bank := httptest.NewServer(NewFakeBank())
 	t.Cleanup(bank.Close)
 	return NewPayments(db.Pool, &Bank{BaseURL: bank.URL})
-}
-
-// ownSchema returns the Up section of the example's own migration.
-func ownSchema(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("migrations/00001_payments.sql")
-	if err != nil {
-		t.Fatalf("read schema: %v", err)
-	}
-	_, up, _ := strings.Cut(string(b), "-- +goose Up")
-	up, _, _ = strings.Cut(up, "-- +goose Down")
-	return up
 }
 
 func samplePaymentsChargeArgs(t *testing.T) (req ChargeRequest) {

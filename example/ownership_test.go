@@ -19,7 +19,7 @@ import (
 // account cannot refund another's payment (404, as for a payment that does
 // not exist), nor pay out of another's balance by naming it in the body.
 func TestOwnership(t *testing.T) {
-	db := idemtest.New(t, idemtest.WithSetup(ownSchema(t)))
+	db := idemtest.New(t, idemtest.WithMigrations(idemgenPackage.Migrations))
 	bank := httptest.NewServer(NewFakeBank())
 	t.Cleanup(bank.Close)
 	store, err := idem.NewStore(db.Pool)

@@ -711,5 +711,5 @@ func noMismatch(m *Method) string {
 	if len(m.Fingerprinted) == 0 {
 		return fmt.Sprintf("%s: no mismatch test: nothing in the arguments is fingerprinted (every field is tagged idem:\"-\"), so every call is the same request", m.Key)
 	}
-	return fmt.Sprintf("%s: no mismatch test: the generated tests change one fingerprinted number, string or bool reached through the arguments' struct fields to make another request, and there is none (fingerprinted: %s); add such a field or test the mismatch by hand", m.Key, strings.Join(m.Fingerprinted, ", "))
+	return fmt.Sprintf("%s: no mismatch test: the generated tests vary one fingerprinted number, string or bool reached through the arguments' struct fields to make another request, and there is none (fingerprinted: %s)", m.Key, strings.Join(m.Fingerprinted, ", "))
 }

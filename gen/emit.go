@@ -306,9 +306,8 @@ func (e *emitter) methodVar(m *Method) jen.Code {
 		d = append(d, jen.Id("FinalErrors").Op(":").Index().Qual(idemPath, "FinalError").Values(items...))
 	}
 	return comment(
-		fmt.Sprintf("%s describes %s to the runtime.\nThe response is stored as JSON; every caller, the first included, gets it\ndecoded from the stored bytes, so a replay equals the first answer.", m.MethodVar, m.Key),
+		fmt.Sprintf("%s describes %s to the runtime; its promises are in %s's doc comment.\nThe response is stored as JSON; every caller, the first included, gets it\ndecoded from the stored bytes, so a replay equals the first answer.", m.MethodVar, m.Key, m.Name),
 		"Name, the method's identity in the ledger, holds the package's import path:\nrenaming or moving the package, the type or the method orphans its stored keys.",
-		modeText(m), retentionText(m), finalText(m),
 	).Line().Var().Id(m.MethodVar).Op("=").Op("&").Qual(idemPath, "Method").Types(e.result(m)).
 		Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, d...).Line()
 }
@@ -369,18 +368,17 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 	} else {
 		block = []jen.Code{jen.List(jen.Id("_"), jen.Id("err")).Op(":=").Add(call), jen.Return(jen.Id("err"))}
 	}
-	var doc []string
-	if inTx {
-		doc = []string{
-			fmt.Sprintf("%s is %s run inside the caller's transaction tx, under a savepoint: the claim,", name, m.Name),
-			"the work and the stored response commit with tx, and a refused claim (replay, mismatch) leaves tx usable.",
-		}
-	} else {
+	doc := []string{
+		fmt.Sprintf("%s is %s run inside the caller's transaction tx, under a savepoint: the claim,", name, m.Name),
+		"the work and the stored response commit with tx, and a refused claim (replay, mismatch) leaves tx usable.",
+		fmt.Sprintf("Keys, retention, final errors and fingerprint are %s's.", m.Name),
+	}
+	if !inTx {
 		doc = []string{fmt.Sprintf("%s calls %s at most once per idempotency key (idem.ContextWithKey) within its scope", name, m.Key),
 			"(idem.ContextWithScope); a retry with the same key and request replays the stored response, and the same key with",
-			"another request fails with idem.ErrMismatch."}
+			"another request fails with idem.ErrMismatch.",
+			modeText(m), retentionText(m), finalText(m), fingerprintText(m)}
 	}
-	doc = append(doc, modeText(m), retentionText(m), finalText(m), fingerprintText(m))
 	return comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(r.Wrapper)).Id(name).Params(params...).Params(results...).Block(block...).Line()
 }
 
@@ -424,7 +422,7 @@ func (e *emitter) fingerprintFunc(m *Method) jen.Code {
 	return comment(
 		fmt.Sprintf("%s returns the request fingerprint of %s: SHA-256 (idem.Fingerprinter) over", m.FingerprintFunc, m.Key),
 		"the method name and each argument, field by field. The idempotency key and scope are not part of it.",
-		fingerprintText(m),
+		fmt.Sprintf("What it hashes, and what it leaves out, is listed in %s's doc comment.", m.Name),
 	).Line().Func().Id(m.FingerprintFunc).Params(params...).Index().Byte().Block(body...).Line()
 }
 

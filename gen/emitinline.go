@@ -38,8 +38,7 @@ func (e *emitter) inlineMethodVar(m *Method) jen.Code {
 		d = append(d, jen.Id("Retention").Op(":").Add(duration(m.Retention)))
 	}
 	return comment(
-		fmt.Sprintf("%s describes %s to the runtime.", m.MethodVar, m.Key),
-		inlineModeText(m), inlineRetentionText(m),
+		fmt.Sprintf("%s describes %s to the runtime; its promises are in %s's doc comment.", m.MethodVar, m.Key, m.Name),
 	).Line().Var().Id(m.MethodVar).Op("=").Op("&").Qual(idemPath, "InlineMethod").Types(e.result(m)).
 		Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, d...).Line()
 }
@@ -69,19 +68,18 @@ func (e *emitter) inlineWrapper(r *Receiver, m *Method, inTx bool) jen.Code {
 	coreArgs = append(coreArgs, jen.Id(m.MethodVar), jen.Id(m.FingerprintFunc).Call(args...), jen.Id("w").Dot("inner").Dot(m.Inline.Lookup),
 		jen.Func().Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("tx").Qual(pgxPath, "Tx")).Params(e.result(m), jen.Error()).Block(
 			jen.Return(jen.Id("w").Dot("inner").Dot(m.Name).Call(callArgs...))))
-	var doc []string
-	if inTx {
-		doc = []string{
-			fmt.Sprintf("%s is %s run inside the caller's transaction tx, under a savepoint: the row commits with", name, m.Name),
-			"tx, and a refused claim (replay, mismatch) rolls back to the savepoint and leaves tx usable.",
-		}
-	} else {
+	doc := []string{
+		fmt.Sprintf("%s is %s run inside the caller's transaction tx, under a savepoint: the row commits with", name, m.Name),
+		"tx, and a refused claim (replay, mismatch) rolls back to the savepoint and leaves tx usable.",
+		fmt.Sprintf("Keys, retention and fingerprint are %s's.", m.Name),
+	}
+	if !inTx {
 		doc = []string{fmt.Sprintf("%s calls %s at most once per idempotency key (idem.ContextWithKey) within its scope", name, m.Key),
 			fmt.Sprintf("(idem.ContextWithScope); a retry with the same key and request replays the row (%s), and the same key", m.Inline.Lookup),
 			fmt.Sprintf("with another request fails with idem.ErrMismatch. %s must write its key: if it returns without", m.Name),
-			"having done so, everything rolls back and the call fails with idem.ErrKeyNotWritten."}
+			"having done so, everything rolls back and the call fails with idem.ErrKeyNotWritten.",
+			inlineModeText(m), inlineRetentionText(m), inlineFinalText, fingerprintText(m)}
 	}
-	doc = append(doc, inlineModeText(m), inlineRetentionText(m), inlineFinalText, fingerprintText(m))
 	return comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(r.Wrapper)).Id(name).Params(params...).
 		Params(e.typ(m.Result), jen.Error()).Block(jen.Return(jen.Qual(idemPath, core).Call(coreArgs...))).Line()
 }

@@ -24,6 +24,9 @@ type fixtureWant struct {
 	// effects is set for an optional effect-count fixture of this method:
 	// absent is fine, present must have the wanted signature.
 	effects *Method
+	// other is set for the optional fixture returning a second request of
+	// this method for the mismatch test (the sample's signature).
+	other *Method
 }
 
 // wantFixtures records the fixtures method m needs.
@@ -49,6 +52,11 @@ func (b *builder) wantFixtures(pos token.Position, m *Method, sig *types.Signatu
 	b.fixtures = append(b.fixtures, fixtureWant{pos: pos, name: name, recv: m.Receiver, meth: m.Name, first: first,
 		want: pasteable(fmt.Sprintf("func %s(t *testing.T) (%s)", name, strings.Join(src, ", "))),
 		what: fmt.Sprintf("returns a valid request for %s, one it accepts and completes without error", m.Key),
+	})
+	other := otherFixtureName(m)
+	b.fixtures = append(b.fixtures, fixtureWant{pos: pos, name: other, recv: m.Receiver, meth: m.Name, first: first, other: m,
+		want: pasteable(fmt.Sprintf("func %s(t *testing.T) (%s)", other, strings.Join(src, ", "))),
+		what: fmt.Sprintf("returns another valid request for %s, one whose fingerprint differs from the sample's (the mismatch test sends it under the sample's key)", m.Key),
 	})
 }
 
@@ -97,11 +105,26 @@ func (b *builder) checkFixtures() {
 			b.checkEffectFixture(tp, f, obj)
 			continue
 		}
+		if f.other != nil && obj == nil {
+			// Optional: the tests derive another request from the sample.
+			if f.other.NoMismatch != "" {
+				f.other.NoMismatch += "; to test it, add to a _test.go file\n\t" + f.want + "\nwhich " + f.what
+			}
+			continue
+		}
+		if fn, ok := obj.(*types.Func); ok && f.other != nil && fixtureFits(tp, f, fn.Type().(*types.Signature)) {
+			f.other.OtherFixture, f.other.NoMismatch = f.name, ""
+			continue
+		}
 		if fn, ok := obj.(*types.Func); ok && fixtureFits(tp, f, fn.Type().(*types.Signature)) {
 			continue
 		}
 		if obj == nil {
 			b.e.add(f.pos, "the generated tests need a fixture: add to a _test.go file of package %s\n\t%s\nwhich %s (or set -tests=false)", b.pkg.Name(), f.want, f.what)
+			continue
+		}
+		if f.other != nil {
+			b.e.add(f.pos, "optional fixture %s has the wrong signature %s; the generated tests call it as\n\t%s\nwhich %s (or rename it)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
 			continue
 		}
 		b.e.add(f.pos, "fixture %s has the wrong signature %s; the generated tests need\n\t%s\nwhich %s (or set -tests=false)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)

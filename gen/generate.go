@@ -136,42 +136,19 @@ func testFiles(l *loaded) []string {
 func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
 	e := newEmitter(m)
 	outputs := map[string][]byte{} // relative to m.Dir
+	if m.MigrationsDir != "" {
+		if err := planMigrations(cfg, m, outputs); err != nil {
+			return err
+		}
+	}
 	if m.Tests {
-		src, err := e.emitTests()
+		src, err := e.emitTests(testMigrations(m.MigrationsDir, outputs))
 		if err != nil {
 			return err
 		}
 		outputs[TestFile] = src
 	} else if src, err := os.ReadFile(filepath.Join(m.Dir, TestFile)); err == nil && stamp.IsGenerated(src) {
 		files[filepath.Join(m.Dir, TestFile)] = nil
-	}
-	if m.MigrationsDir != "" {
-		mdir := filepath.Join(m.Dir, filepath.FromSlash(m.MigrationsDir))
-		existing, err := migrations.ReadDir(os.DirFS(mdir), ".")
-		if err != nil {
-			return err
-		}
-		var methods []string
-		for _, r := range m.Receivers {
-			for _, meth := range r.Methods {
-				if meth.Inline == nil {
-					methods = append(methods, meth.Key)
-				}
-			}
-		}
-		// A package whose methods are all inline needs no ledger table.
-		planned, err := migrations.Plan(migrations.Config{Format: m.MigrationFormat, Table: m.Table, Methods: methods,
-			Inline: inlineTables(m), NoLedger: len(methods) == 0, Written: writtenMigrations(m)}, existing)
-		var problems *migrations.ProblemError
-		if errors.As(err, &problems) {
-			problems.Dir = relPath(cfg.Dir, mdir)
-		}
-		if err != nil {
-			return fmt.Errorf("plan migrations for %s: %w", m.Path, err)
-		}
-		for name, src := range planned {
-			outputs[filepath.ToSlash(filepath.Join(m.MigrationsDir, name))] = src
-		}
 	}
 	inputs, err := stamp.Inputs(m.Dir)
 	if err != nil {
@@ -264,4 +241,38 @@ func WriteFile(path string, b []byte) (bool, error) {
 // stamp.WithoutInputs).
 func WithoutInputsStamp(src []byte) []byte {
 	return stamp.WithoutInputs(src)
+}
+
+// planMigrations adds the package's migrations, existing and new, to
+// outputs (keyed by path relative to the package). What the last run wrote
+// (the stamp's list) lets Plan write a deleted migration back and refuse a
+// hand-edited one; a refusal names files relative to cfg.Dir.
+func planMigrations(cfg Config, m *Package, outputs map[string][]byte) error {
+	mdir := filepath.Join(m.Dir, filepath.FromSlash(m.MigrationsDir))
+	existing, err := migrations.ReadDir(os.DirFS(mdir), ".")
+	if err != nil {
+		return err
+	}
+	var methods []string
+	for _, r := range m.Receivers {
+		for _, meth := range r.Methods {
+			if meth.Inline == nil {
+				methods = append(methods, meth.Key)
+			}
+		}
+	}
+	// A package whose methods are all inline needs no ledger table.
+	planned, err := migrations.Plan(migrations.Config{Format: m.MigrationFormat, Table: m.Table, Methods: methods,
+		Inline: inlineTables(m), NoLedger: len(methods) == 0, Written: writtenMigrations(m)}, existing)
+	var problems *migrations.ProblemError
+	if errors.As(err, &problems) {
+		problems.Dir = relPath(cfg.Dir, mdir)
+	}
+	if err != nil {
+		return fmt.Errorf("plan migrations for %s: %w", m.Path, err)
+	}
+	for name, src := range planned {
+		outputs[filepath.ToSlash(filepath.Join(m.MigrationsDir, name))] = src
+	}
+	return nil
 }

@@ -65,7 +65,7 @@ func (s *Svc) None(ctx context.Context) error { return nil }
 		}
 	}
 	assert.Equal(t, `Svc.Hidden: no mismatch test: nothing in the arguments is fingerprinted (every field is tagged idem:"-"), so every call is the same request`, got["Hidden"])
-	assert.Equal(t, "Svc.Bag: no mismatch test: the generated tests change one fingerprinted number, string or bool reached through the arguments' struct fields to make another request, and there is none (fingerprinted: b.Tags[], b.At, ids[]); add such a field or test the mismatch by hand", got["Bag"])
+	assert.Equal(t, "Svc.Bag: no mismatch test: the generated tests vary one fingerprinted number, string or bool reached through the arguments' struct fields to make another request, and there is none (fingerprinted: b.Tags[], b.At, ids[])", got["Bag"])
 	assert.Empty(t, got["Scalar"])
 	assert.Empty(t, got["None"], "no arguments: no request to vary")
 }

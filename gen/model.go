@@ -84,6 +84,7 @@ type Method struct {
 	FingerprintFunc string // fingerprintPaymentsCharge
 	SampleFixture   string // samplePaymentsChargeArgs
 	EffectFixture   string // countPaymentsChargeEffects when the package's tests declare it, else empty
+	OtherFixture    string // otherPaymentsChargeArgs when the package's tests declare it, else empty
 	Mutation        *Mutation
 	// NoMismatch says why no other request can be derived from the sample
 	// (Mutation is nil though the method takes arguments): the generated

@@ -462,7 +462,13 @@ func (b *builder) helperName(obj *types.TypeName) string {
 // struct fields only, which a generated test may change.
 func (w *fpWalk) leaf(path string, fieldPath []string, kind string) {
 	w.m.Fingerprinted = append(w.m.Fingerprinted, path)
-	if kind != "" && fieldPath != nil && w.m.Mutation == nil {
+	if kind != "" && fieldPath != nil && (w.m.Mutation == nil || varyRank[kind] > varyRank[w.m.Mutation.Kind]) {
 		w.m.Mutation = &Mutation{Param: w.param, Path: fieldPath, Kind: kind}
 	}
 }
+
+// varyRank orders the scalars a generated test may vary to make another
+// request, most likely to stay valid first: a number rarely has a format;
+// a string may be a uuid or an email (idemtest.Vary keeps its shape, but a
+// table may still check it); a bool may select another code path.
+var varyRank = map[string]int{"int": 4, "uint": 4, "float": 3, "complex": 3, "string": 2, "bool": 1}

@@ -363,18 +363,32 @@ func withoutRunFlags(args []string, check, quiet *bool) []string {
 }
 
 // notes prints, at each directive, what the generated tests of its method
-// leave out and why (gen.Method.NoMismatch).
+// leave out and why (gen.Method.NoMismatch), and once per package which
+// optional effect-count fixtures would make them count effects too.
 func notes(w io.Writer, wd string, pkgs []*gen.Package) {
+	rel := func(pos string) string { return strings.TrimPrefix(pos, wd+string(filepath.Separator)) }
 	for _, p := range pkgs {
 		if !p.Tests {
 			continue
 		}
+		var pos string
+		var missing []string
 		for _, r := range p.Receivers {
 			for _, m := range r.Methods {
 				if m.NoMismatch != "" {
-					fmt.Fprintf(w, "%s: note: %s\n", strings.TrimPrefix(m.Pos, wd+string(filepath.Separator)), m.NoMismatch)
+					fmt.Fprintf(w, "%s: note: %s\n", rel(m.Pos), m.NoMismatch)
+				}
+				if m.Mode != gen.ModeInline && m.EffectFixture == "" {
+					if pos == "" {
+						pos = m.Pos
+					}
+					missing = append(missing, "func count"+m.Receiver+m.Name+"Effects(t *testing.T, db *idemtest.DB) int")
 				}
 			}
+		}
+		if len(missing) > 0 {
+			fmt.Fprintf(w, "%s: hint: the generated tests count executions; to count each method's effects too (rows, calls to a fake), add to a _test.go file of package %s\n\t%s\n",
+				rel(pos), p.Name, strings.Join(missing, "\n\t"))
 		}
 	}
 }

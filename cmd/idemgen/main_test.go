@@ -302,3 +302,22 @@ func (s *Svc) Do(ctx context.Context, tx pgx.Tx, n int64) (int, error) { return 
 	assert.Empty(t, out.String(), "-q")
 	assert.Empty(t, errb.String(), "-q")
 }
+
+// TestInlineOrdinarySchema is a new user's inline method whose table keys a
+// uuid column and whose request holds only strings: the generated tests
+// apply the user's own migration with idemgen's, and the mismatch test
+// varies the uuid into another valid uuid, so every generated subtest passes.
+func TestInlineOrdinarySchema(t *testing.T) {
+	dir := testmod.New(t, "uuidorders", loadModule(t, "uuid_orders"))
+	path := toolPath(t)
+	r := sh(t, dir, path, nil, "idemgen", "./...")
+	require.Equal(t, 0, r.code, "idemgen ./...: %s", r.stderr)
+	test, err := os.ReadFile(filepath.Join(dir, "shop", "idem_gen_test.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(test), "a.CustomerID = idemtest.Vary(a.CustomerID)", "the only fingerprinted fields are strings: the first is varied")
+	r = sh(t, dir, path, nil, "go", "test", "-count=1", "-v", "./...")
+	require.Equal(t, 0, r.code, "go test in the generated module:\n%s%s", r.stdout, r.stderr)
+	for _, name := range []string{"same_key,_different_request", "in_the_caller's_transaction", "sweep_keeps_live_keys", "expired_key"} {
+		assert.Contains(t, r.stdout, "--- PASS: TestIdempotentShopCreateOrder/"+name)
+	}
+}

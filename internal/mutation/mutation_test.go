@@ -41,11 +41,13 @@ const (
 	runPattern = "^TestIdempotent"
 )
 
-// edit replaces text in one file of runtime/idem. old must occur exactly
-// once, so a refactor of the runtime fails the test instead of silently
-// testing an unmutated copy.
+// edit replaces text in one file of runtime/idem (or, as ../idemtest/…,
+// of the test harness that applies the package's migrations: a migration
+// idemgen wrote without its unique index is mutated there). old must occur
+// exactly once, so a refactor of the runtime fails the test instead of
+// silently testing an unmutated copy.
 type edit struct {
-	file     string // file name in runtime/idem
+	file     string // file name in runtime/idem, or ../idemtest/…
 	old, new string
 }
 
@@ -102,6 +104,20 @@ var (
 	sweptLive = regexp.MustCompile(`a sweep inside the key's retention deleted 1 rows`)
 )
 
+// Failure messages of the inline-mode scenarios (runtime/idemtest/suite_inline.go).
+var (
+	// Two rows under one key: counted by the test, or refused by the
+	// runtime's own check sent with COMMIT (it wants exactly one row).
+	inlineTwoRows      = regexp.MustCompile(`"payments" holds ([2-9]|\d\d+) rows with key "(twins|storm)", want 1|inline method did not write its idempotency key: no row of payments holds key "(twins|storm)"`)
+	inlineScopesShared = regexp.MustCompile(`"payments" holds \d+ rows, want \d+: each request writes its row`)
+	inlineNotFreed     = regexp.MustCompile(`"payments" holds \d+ rows, want \d+: both requests' rows stay`)
+	inlineFreedEarly   = regexp.MustCompile(`"payments" holds \d+ rows, want \d+: a retry inside the retention replays the row`)
+	inlineSweptLive    = regexp.MustCompile(`sweep: cleared 2 keys \(err <nil>\), want 1: the expired one, not the live one`)
+	inlineForgot       = regexp.MustCompile(`a body that forgets its key: got error <nil>, want idem\.ErrKeyNotWritten`)
+	inlineRowKept      = regexp.MustCompile(`"payments" holds \d+ rows, want \d+: the failed body's row must roll back`)
+	inlineTxAborted    = regexp.MustCompile(`retry in the same transaction: .*current transaction is aborted`)
+)
+
 // The unique index: the primary key written by CREATE TABLE (ledger/ledger.go).
 var primaryKey = edit{"ledger/ledger.go",
 	"\tfor _, c := range l.Columns {\n" +
@@ -115,6 +131,18 @@ var primaryKey = edit{"ledger/ledger.go",
 		"\t\tb.WriteString(\"    \" + c.Def())\n" +
 		"\t}\n" +
 		"\tb.WriteString(\"\\n)\")\n",
+}
+
+// applyMigration is the line of the test harness (runtime/idemtest) that
+// reads each migration file before applying it; the mutations that break a
+// generated migration edit the text there.
+const applyMigration = "up, err := parseUp(s.m.Format, string(f.data))"
+
+// withoutInMigrations makes the harness apply every migration with old
+// replaced by new, as if idemgen had written that.
+func withoutInMigrations(old, new string) edit {
+	return edit{"../idemtest/migrate.go", applyMigration,
+		fmt.Sprintf("up, err := parseUp(s.m.Format, strings.Replace(string(f.data), %q, %q, 1))", old, new)}
 }
 
 // The atomic claim's conflict clause (queries.go): a key some row holds is
@@ -151,7 +179,7 @@ const replayRead = "\tcase !r.expired:\n\t\treplayed = true\n"
 // mutations are the broken guarantees the generated tests must catch. Each is
 // a bug a developer could write, made from the runtime's real source text.
 func mutations() []mutation {
-	return append(coreMutations(), promiseMutations()...)
+	return append(append(coreMutations(), promiseMutations()...), inlineMutations()...)
 }
 
 // promiseMutations break, one at a time, each promise the generated doc
@@ -165,9 +193,10 @@ func promiseMutations() []mutation {
 				{"call.go", "return call{scope: scope, method: method", "return call{scope: \"\", method: method"},
 			},
 			caught: map[string]*regexp.Regexp{
-				"TestIdempotentPaymentsCharge/same_key,_two_scopes": scopesShared,
-				"TestIdempotentPaymentsRefund/same_key,_two_scopes": scopesShared,
-				"TestIdempotentPaymentsPayout/same_key,_two_scopes": scopesShared,
+				"TestIdempotentPaymentsCharge/same_key,_two_scopes":  scopesShared,
+				"TestIdempotentPaymentsRefund/same_key,_two_scopes":  scopesShared,
+				"TestIdempotentPaymentsPayout/same_key,_two_scopes":  scopesShared,
+				"TestIdempotentPaymentsDeposit/same_key,_two_scopes": inlineScopesShared,
 			},
 		},
 		{
@@ -300,6 +329,89 @@ func promiseMutations() []mutation {
 	}
 }
 
+// inlineMutations break, one at a time, each promise of inline mode, where
+// the key lives in the business row (Payments.Deposit).
+func inlineMutations() []mutation {
+	return []mutation{
+		{
+			name: "p_inline_index_not_unique",
+			bug:  "the inline migration builds a plain index on (scope, key): the method's INSERT no longer conflicts, so twins write two rows",
+			edits: []edit{withoutInMigrations(`CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS "payments_idempotency_key_idx"`,
+				`CREATE INDEX CONCURRENTLY IF NOT EXISTS "payments_idempotency_key_idx"`)},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsDeposit/twins": inlineTwoRows,
+				"TestIdempotentPaymentsDeposit/storm": inlineTwoRows,
+			},
+		},
+		{
+			name:  "q_inline_fingerprint_not_compared",
+			bug:   "a refused inline claim replays the row without comparing its fingerprint with the request's",
+			edits: []edit{{"inline.go", "\tif string(stored) != string(c.fp) {", "\tif false && string(stored) != string(c.fp) {"}},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsDeposit/same_key,_different_request": replayedOther,
+				"TestIdempotentPaymentsDeposit/in_the_caller's_transaction": replayedOther,
+			},
+		},
+		{
+			name:  "r_inline_expired_key_kept",
+			bug:   "an expired inline key is never taken off its old row, so a key reused after its retention replays the old row",
+			edits: []edit{{"inline.go", "WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint", "WHERE false AND %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint"}},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsDeposit/expired_key": inlineNotFreed,
+			},
+		},
+		{
+			name:  "s_inline_sweep_clears_live_keys",
+			bug:   "the inline sweep takes every key off its row, whatever its age",
+			edits: []edit{{"inline.go", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '1 microsecond' <= %[6]s", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '0 microsecond' <= %[6]s"}},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsDeposit/sweep_keeps_live_keys": inlineSweptLive,
+			},
+		},
+		{
+			name:  "t_inline_retention_ignored",
+			bug:   "an inline method's -retention is ignored in favour of the store's default (24h, shorter than the example's 48h)",
+			edits: []edit{{"inline.go", "func (m *InlineMethod[R]) retention(s *Store) time.Duration {\n\tif m.Retention > 0 {\n\t\treturn m.Retention\n\t}\n", "func (m *InlineMethod[R]) retention(s *Store) time.Duration {\n"}},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsDeposit/expired_key":           inlineFreedEarly,
+				"TestIdempotentPaymentsDeposit/sweep_keeps_live_keys": inlineSweptLive,
+			},
+		},
+		{
+			name:  "u_inline_key_not_checked",
+			bug:   "the check sent with COMMIT accepts a body that wrote no row under its key",
+			edits: []edit{{"inline.go", "SELECT 1 / (count(*) = 1)::int FROM", "SELECT 1 / (count(*) >= 0)::int FROM"}},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsDeposit/body_that_forgets_the_key": inlineForgot,
+			},
+		},
+		{
+			name: "v_inline_savepoint_missing",
+			bug:  "MInTx runs an inline body without a savepoint: a failed body or a refused claim cannot be undone on its own",
+			edits: []edit{
+				{"inline.go", `func(context.Context) (pgx.Tx, error) { return tx, nil }, "SAVEPOINT "+sp)`, `func(context.Context) (pgx.Tx, error) { return tx, nil }, "SELECT 1")`},
+				{"inline.go", `tx.Exec(uctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)`, `tx.Exec(uctx, "SELECT 1")`},
+				{"inline.go", `prefix := []pendingStmt{{sql: "ROLLBACK TO SAVEPOINT " + sp}, {sql: "RELEASE SAVEPOINT " + sp}}`, `prefix := []pendingStmt{{sql: "SELECT 1"}}`},
+				{"inline.go", "\tb.Queue(\"RELEASE SAVEPOINT \" + sp)\n", "\tb.Queue(\"SELECT 1\")\n"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsDeposit/in_the_caller's_transaction":              inlineTxAborted,
+				"TestIdempotentPaymentsDeposit/failing_body_in_the_caller's_transaction": inlineRowKept,
+			},
+		},
+		{
+			name: "w_inline_replay_zero",
+			bug:  "a refused inline claim looks up the row but returns the zero value",
+			edits: []edit{{"inline.go", "\tsetReplayed(ctx, true)\n\ts.hook(ctx, s.cfg.hooks.Replayed, c.event())\n\treturn out, nil\n",
+				"\tsetReplayed(ctx, true)\n\ts.hook(ctx, s.cfg.hooks.Replayed, c.event())\n\t_ = out\n\treturn zero, nil\n"}},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsDeposit/twins": replayDiffers,
+				"TestIdempotentPaymentsDeposit/storm": replayDiffers,
+			},
+		},
+	}
+}
+
 // coreMutations break the claim itself.
 func coreMutations() []mutation {
 	return []mutation{
@@ -309,6 +421,7 @@ func coreMutations() []mutation {
 				"(ON CONFLICT needs a unique index to infer): nothing stops a second row for the same key",
 			edits: []edit{
 				primaryKey,
+				withoutInMigrations(`CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope", "method", "key")`, `CONSTRAINT "idempotency_keys_pkey" CHECK (true)`),
 				{"queries.go", claimConflict, "    RETURNING fence)"},
 				{"queries.go", externalConflict, "RETURNING fence, steps, intention, t.fence > 1 AS taken_over`"},
 			},
@@ -552,7 +665,7 @@ func mutate(t *testing.T, root, dir string, m mutation) string {
 	}
 	replace := map[string]string{}
 	for _, f := range order {
-		path := filepath.Join(dir, f)
+		path := filepath.Join(dir, strings.ReplaceAll(f, "../", "up/"))
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 		require.NoError(t, os.WriteFile(path, []byte(texts[f]), 0o644))
 		replace[filepath.Join(root, "runtime", "idem", f)] = path

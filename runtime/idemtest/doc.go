@@ -2,7 +2,8 @@
 // runners that idemgen's generated tests use.
 //
 // [New] creates one fresh database per test, with the idempotency ledger
-// applied, and drops it when the test ends. The databases live on one server
+// applied (or the package's migrations, see below), and drops it when the
+// test ends. The databases live on one server
 // per test binary:
 //
 //   - If IDEMGEN_TEST_DATABASE_URL is set, that server is used. Its user must
@@ -33,6 +34,47 @@
 // of its own from [Start] (with extra server settings from [WithSettings],
 // e.g. to preload pg_stat_statements), databases from [Server.NewDB], and
 // stops it with [Server.Stop].
+//
+// # Migrations
+//
+// [WithMigrations] makes New build the database from the package's own
+// migration directory, the files the user ships, instead of the default
+// ledger: idemgen's generated migrations and the user's own, in version
+// order, in any format idemgen writes (goose, golang-migrate, tern, dbmate,
+// atlas, plain). Only the up migrations run, each as its tool runs it: in one
+// transaction, or statement by statement when the file says so (goose's NO
+// TRANSACTION, tern's disable-tx, dbmate's transaction:false, atlas's
+// txmode none), so CREATE INDEX CONCURRENTLY works. The files are parsed
+// here, so tests need none of the tools. Before applying, New checks that
+// every migration idemgen generated is still there, unchanged and in order,
+// and fails the test naming the file otherwise; [Migrations.Check] does the
+// same without a database. The set is applied once per test binary into a
+// template database that every test's database is copied from.
+//
+// A fixture test that needs the package's tables, the user's own included:
+//
+//	var migrations = idemtest.Migrations{Dir: "migrations", Format: "goose"}
+//
+//	func TestRefundKeepsBalance(t *testing.T) {
+//		db := idemtest.New(t, idemtest.WithMigrations(migrations))
+//		svc := NewPayments(db.Pool)
+//		// ...
+//	}
+//
+// [Migrations.Apply] applies the same files to any connection.
+//
+// # The generated tests
+//
+// The scenarios idemgen's generated tests run live here, once: [Atomic],
+// [External] and [Inline] are suites, one per mode, and the generated file
+// holds one short literal per method saying how to build the service (the
+// package's fixtures), call the wrapper and the method, fingerprint and
+// sample a request, derive another one ([Vary], or the optional other…Args
+// fixture) and count effects; its Run method runs every scenario as a
+// subtest against a fresh database holding the package's migrations
+// ([Package]). A scenario fixed here reaches every user with the runtime,
+// without regenerating. Failures name the scenario (the subtest), the key and,
+// where the fixture is at fault, the fixture.
 //
 // [Twins] and [Storm] release goroutines behind a barrier so that identical
 // requests really do race, and return every result in index order.

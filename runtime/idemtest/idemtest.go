@@ -47,6 +47,8 @@ type options struct {
 	noLedger bool
 	setup    []string
 	poolCfg  []func(*pgxpool.Config)
+
+	migrations *Migrations // set by WithMigrations
 }
 
 // WithTable names the ledger table (default idem.DefaultTable). The name may
@@ -119,6 +121,18 @@ func (s *server) newDB(ctx context.Context, name string, o options) (_ *DB, err 
 		ledgerDDL = append(ledgerDDL, ledger.DDL()...)
 	}
 	template := "template0"
+	var migrations *migrationSet
+	if o.migrations != nil {
+		if migrations, err = o.migrations.load(); err != nil {
+			return nil, err
+		}
+		if template, err = s.migrationTemplate(ctx, migrations); err != nil {
+			return nil, err
+		}
+		if template != "template0" {
+			migrations = nil // already applied in the template
+		}
+	}
 	if len(ledgerDDL) > 0 {
 		// Copying a database that already holds the ledger is faster than
 		// running the DDL in every test database.
@@ -161,6 +175,11 @@ func (s *server) newDB(ctx context.Context, name string, o options) (_ *DB, err 
 		return nil, fmt.Errorf("idemtest: connect to %s: %w", dbName, err)
 	}
 
+	if migrations != nil {
+		if err := applyURL(ctx, db.URL, migrations); err != nil {
+			return nil, err
+		}
+	}
 	if stmts := append(ledgerDDL, o.setup...); len(stmts) > 0 {
 		// A connection of its own, not the pool: a tracer or hook added with
 		// WithPoolConfig sees only the test's own queries.

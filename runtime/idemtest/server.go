@@ -355,16 +355,25 @@ func (s *server) waitReady(ctx context.Context) error {
 }
 
 // template returns a template database holding the ledger for table, made by
-// running ddl once, or "" when the server keeps no templates. The template
-// refuses connections, which also keeps autovacuum out of it: CREATE DATABASE
-// waits for every session connected to its template to leave.
+// running ddl once, or "" when the server keeps no templates.
 func (s *server) template(ctx context.Context, table string, ddl []string) (string, error) {
+	return s.templateDB(ctx, table, func(ctx context.Context, conn *pgx.Conn) error {
+		return execAll(ctx, conn, ddl)
+	})
+}
+
+// templateDB returns the template database made for key, making it first by
+// running setup on a connection to a new database, or "" when the server
+// keeps no templates. The template refuses connections, which also keeps
+// autovacuum out of it: CREATE DATABASE waits for every session connected to
+// its template to leave.
+func (s *server) templateDB(ctx context.Context, key string, setup func(context.Context, *pgx.Conn) error) (string, error) {
 	if s.templates == nil {
 		return "", nil
 	}
 	s.tmplMu.Lock()
 	defer s.tmplMu.Unlock()
-	if name, ok := s.templates[table]; ok {
+	if name, ok := s.templates[key]; ok {
 		return name, nil
 	}
 	name := "idemtest_template_" + strconv.Itoa(len(s.templates))
@@ -379,13 +388,21 @@ func (s *server) template(ctx context.Context, table string, ddl []string) (stri
 	if err != nil {
 		return "", err
 	}
-	if err := execURL(ctx, u, ddl); err != nil {
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return "", fmt.Errorf("connect to template %s: %w", name, err)
+	}
+	err = setup(ctx, conn)
+	if cerr := conn.Close(ctx); err == nil && cerr != nil {
+		err = fmt.Errorf("close connection: %w", cerr)
+	}
+	if err != nil {
 		return "", fmt.Errorf("set up template %s: %w", name, err)
 	}
 	if _, err := s.admin.Exec(ctx, "ALTER DATABASE "+quoted+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"); err != nil {
 		return "", fmt.Errorf("mark %s as a template: %w", name, err)
 	}
-	s.templates[table] = name
+	s.templates[key] = name
 	return name, nil
 }
 

@@ -1,0 +1,324 @@
+package idemtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
+)
+
+// Inline is the generated test suite of one inline-mode method, whose key
+// lives in the row its own INSERT writes: S is the service, W its
+// generated wrapper, A the request and R the response.
+//
+// Run checks, against a real PostgreSQL holding the package's migrations
+// and counting rows of the business table itself: twins and a storm write
+// one row, a reused key with another request is refused and writes nothing,
+// keys are scoped, a key expires (its row stays), the sweep takes expired
+// keys off their rows and leaves live ones, a failing body or one that
+// forgets its key leaves no row, and MInTx keeps the caller's transaction
+// usable.
+type Inline[S, W, A, R any] struct {
+	Package     Package
+	Method      *idem.InlineMethod[R]
+	Fingerprint func(A) []byte
+	New         func(*testing.T, *DB) S                                             // the package's fixture
+	Wrap        func(S, *idem.Store) W                                              // the generated constructor
+	Call        func(W, context.Context, A) (R, error)                              // the wrapper's method
+	CallInTx    func(W, context.Context, pgx.Tx, A) (R, error)                      // the wrapper's MInTx
+	Sweep       func(W, context.Context, int) (int64, error)                        // the wrapper's Sweep<M>Keys
+	Body        func(S, context.Context, pgx.Tx, A) (R, error)                      // the service's own method
+	Lookup      func(S, context.Context, pgx.Tx, idem.InlineKey) (R, []byte, error) // the service's lookup
+	Sample      func(*testing.T) A                                                  // the sample fixture
+	// Other returns a second valid request whose fingerprint differs from
+	// the sample's (see Atomic.Other); nil: no mismatch scenario.
+	Other func(*testing.T) A
+	Storm int // concurrent requests in the storm; 0: DefaultStorm
+}
+
+// inlineEnv is one inline scenario's database, service and wrapper, and
+// the business table's name as SQL.
+type inlineEnv[S, W any] struct {
+	*env
+	svc   S
+	w     W
+	table string // quoted
+}
+
+// Run runs every scenario as a subtest of t.
+func (s Inline[S, W, A, R]) Run(t *testing.T) {
+	n := s.Storm
+	if n == 0 {
+		n = DefaultStorm
+	}
+	t.Run("twins", s.race(2, "twins"))
+	t.Run("storm", s.race(n, "storm"))
+	if s.Other != nil {
+		t.Run("same key, different request", s.mismatch)
+	}
+	t.Run("distinct keys", func(t *testing.T) { s.twoCalls(t, "key-a", "", "key-b", "") })
+	t.Run("same key, two scopes", func(t *testing.T) { s.twoCalls(t, "shared", "tenant-a", "shared", "tenant-b") })
+	t.Run("expired key", s.expired)
+	t.Run("sweep keeps live keys", s.sweep)
+	t.Run("failing body leaves no row", s.failing)
+	t.Run("body that forgets the key", s.forgetful)
+	t.Run("in the caller's transaction", s.inTx)
+	t.Run("failing body in the caller's transaction", s.failingInTx)
+}
+
+// setup builds the service and its wrapper over a fresh database holding
+// the package's migrations, with a store that reads the database's clock
+// (the column default stamps a key's claimed-at time).
+func (s Inline[S, W, A, R]) setup(t *testing.T) inlineEnv[S, W] {
+	t.Helper()
+	e := newEnv(t, s.Package, s.Method.Name, false)
+	schema, err := ledger.NewInline(s.Method.Table)
+	if err != nil {
+		t.Fatalf("inline table %q: %v", s.Method.Table, err)
+	}
+	svc := s.New(t, e.db)
+	return inlineEnv[S, W]{env: e, svc: svc, w: s.Wrap(svc, e.store), table: schema.Table.Quoted()}
+}
+
+// count counts the business table's rows, those carrying key if key is set.
+func (ie inlineEnv[S, W]) count(t *testing.T, key string) int {
+	t.Helper()
+	q, args := "SELECT count(*) FROM "+ie.table, []any{}
+	if key != "" {
+		q, args = q+" WHERE "+ledger.Quote(ledger.InlineKeyColumn)+" = $1", []any{key}
+	}
+	var n int
+	if err := ie.db.Pool.QueryRow(t.Context(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("count rows of %s: %v", ie.table, err)
+	}
+	return n
+}
+
+// wantKeyed fails the test unless the table holds want rows carrying key.
+func (ie inlineEnv[S, W]) wantKeyed(t *testing.T, key string, want int) {
+	t.Helper()
+	if got := ie.count(t, key); got != want {
+		t.Errorf("%s holds %d rows with key %q, want %d", ie.table, got, key, want)
+	}
+}
+
+// wantTotal fails the test unless the table holds want rows in all.
+func (ie inlineEnv[S, W]) wantTotal(t *testing.T, want int, why string) {
+	t.Helper()
+	if got := ie.count(t, ""); got != want {
+		t.Errorf("%s holds %d rows, want %d: %s", ie.table, got, want, why)
+	}
+}
+
+// age moves key's claimed-at time back past the retention (expired), or
+// back three quarters of it (a live key that a too short retention would
+// take for expired).
+func (s Inline[S, W, A, R]) age(t *testing.T, ie inlineEnv[S, W], key string, expired bool) {
+	t.Helper()
+	keep := retentionOf(s.Method.Retention)
+	by := keep + time.Minute
+	if !expired {
+		by = keep * 3 / 4
+	}
+	at := ledger.Quote(ledger.InlineClaimedAtColumn)
+	q := fmt.Sprintf("UPDATE %s SET %s = %s - $1::bigint * interval '1 microsecond' WHERE %s = $2",
+		ie.table, at, at, ledger.Quote(ledger.InlineKeyColumn))
+	_, err := ie.db.Pool.Exec(t.Context(), q, by.Microseconds(), key)
+	must(t, "age the key", err)
+}
+
+func (s Inline[S, W, A, R]) once(t *testing.T, ie inlineEnv[S, W], ctx context.Context, a A, what string) {
+	t.Helper()
+	if _, err := s.Call(ie.w, ctx, a); err != nil {
+		t.Fatalf("%s (key %q; the request from %s must succeed): %v", what, keyOf(ctx), funcName(s.Sample), err)
+	}
+}
+
+// race: n identical requests released at once: one row, equal responses.
+func (s Inline[S, W, A, R]) race(n int, key string) func(*testing.T) {
+	return func(t *testing.T) {
+		ie := s.setup(t)
+		a := s.Sample(t)
+		ie.warmUp(t, n)
+		rs := Storm(t, n, func(int) result[R] {
+			r, err := s.Call(ie.w, keyCtx(t, key, ""), a)
+			return result[R]{r, err}
+		})
+		same(t, rs)
+		ie.wantKeyed(t, key, 1)
+	}
+}
+
+// mismatch: the same key with another request is refused with
+// idem.ErrMismatch and writes nothing.
+func (s Inline[S, W, A, R]) mismatch(t *testing.T) {
+	ie := s.setup(t)
+	ctx := keyCtx(t, "reused", "")
+	s.once(t, ie, ctx, s.Sample(t), "first request")
+	before := ie.count(t, "")
+	o := otherRequest(t, s.Sample, s.Other, s.Fingerprint)
+	if _, err := s.Call(ie.w, ctx, o); !errors.Is(err, idem.ErrMismatch) {
+		t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
+	}
+	ie.wantKeyed(t, "reused", 1)
+	ie.wantTotal(t, before, "a refused request writes no row")
+}
+
+// twoCalls: different keys, or one key in two scopes, are two requests:
+// two rows.
+func (s Inline[S, W, A, R]) twoCalls(t *testing.T, key1, scope1, key2, scope2 string) {
+	ie := s.setup(t)
+	a := s.Sample(t)
+	before := ie.count(t, "")
+	s.once(t, ie, keyCtx(t, key1, scope1), a, "first request "+scope1)
+	s.once(t, ie, keyCtx(t, key2, scope2), a, "second request "+scope2)
+	ie.wantTotal(t, before+2, "each request writes its row")
+}
+
+// expired: a key sent again after the retention is new: a second row, the
+// first keeps its data and loses its key.
+func (s Inline[S, W, A, R]) expired(t *testing.T) {
+	ie := s.setup(t)
+	a := s.Sample(t)
+	ctx := keyCtx(t, "expiring", "")
+	before := ie.count(t, "")
+	s.once(t, ie, ctx, a, "first request")
+	s.age(t, ie, "expiring", false)
+	s.once(t, ie, ctx, a, "the same key inside its retention")
+	ie.wantTotal(t, before+1, "a retry inside the retention replays the row")
+	s.age(t, ie, "expiring", true)
+	s.once(t, ie, ctx, a, "the same key after its retention")
+	ie.wantKeyed(t, "expiring", 1)
+	ie.wantTotal(t, before+2, "both requests' rows stay")
+}
+
+// sweep: the sweep takes nothing off a live key, and takes an expired key
+// off its row; it deletes no row.
+func (s Inline[S, W, A, R]) sweep(t *testing.T) {
+	ie := s.setup(t)
+	a := s.Sample(t)
+	before := ie.count(t, "")
+	s.once(t, ie, keyCtx(t, "live", ""), a, "the live key's request")
+	s.once(t, ie, keyCtx(t, "expiring", ""), a, "the expiring key's request")
+	s.age(t, ie, "live", false)
+	s.age(t, ie, "expiring", true)
+	if n, err := s.Sweep(ie.w, t.Context(), 0); err != nil || n != 1 {
+		t.Errorf("sweep: cleared %d keys (err %v), want 1: the expired one, not the live one", n, err)
+	}
+	ie.wantKeyed(t, "live", 1)
+	ie.wantKeyed(t, "expiring", 0)
+	ie.wantTotal(t, before+2, "the sweep deletes no row")
+	s.once(t, ie, keyCtx(t, "live", ""), a, "retry of the live key after the sweep")
+	ie.wantTotal(t, before+2, "a retry of a live key after the sweep replays its row")
+}
+
+// failing: a body that writes its row and then fails leaves no row: no
+// error is stored, and a retry runs.
+func (s Inline[S, W, A, R]) failing(t *testing.T) {
+	ie := s.setup(t)
+	a := s.Sample(t)
+	ctx := keyCtx(t, "failing", "")
+	before := ie.count(t, "")
+	_, err := idem.Inline(ctx, ie.store, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx pgx.Tx) (R, error) {
+		r, err := s.Body(ie.svc, ctx, tx, a)
+		if err != nil {
+			return r, err
+		}
+		return r, errInjected
+	})
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("failing attempt: got error %v, want the injected failure", err)
+	}
+	ie.wantTotal(t, before, "the failed body's row must roll back")
+	s.once(t, ie, ctx, a, "retry after the failed attempt")
+	ie.wantKeyed(t, "failing", 1)
+}
+
+func (s Inline[S, W, A, R]) lookup(svc S) idem.InlineLookup[R] {
+	return func(ctx context.Context, tx pgx.Tx, k idem.InlineKey) (R, []byte, error) {
+		return s.Lookup(svc, ctx, tx, k)
+	}
+}
+
+// forgetful: a body that writes no row under its own key (here the method
+// given another key) is refused with idem.ErrKeyNotWritten, and its row
+// rolls back.
+func (s Inline[S, W, A, R]) forgetful(t *testing.T) {
+	ie := s.setup(t)
+	a := s.Sample(t)
+	before := ie.count(t, "")
+	_, err := idem.Inline(keyCtx(t, "forgetful", ""), ie.store, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx pgx.Tx) (R, error) {
+		k, _ := idem.InlineKeyFrom(ctx)
+		k.Key += "-elsewhere"
+		return s.Body(ie.svc, idem.ContextWithInlineKey(ctx, k), tx, a)
+	})
+	if !errors.Is(err, idem.ErrKeyNotWritten) {
+		t.Errorf("a body that forgets its key: got error %v, want idem.ErrKeyNotWritten", err)
+	}
+	ie.wantTotal(t, before, "the refused body's row must roll back")
+}
+
+// inTx: inside one caller transaction (MInTx) a retry replays, another
+// request is refused, and the transaction stays usable.
+func (s Inline[S, W, A, R]) inTx(t *testing.T) {
+	ie := s.setup(t)
+	a := s.Sample(t)
+	ctx := keyCtx(t, "in-tx", "")
+	tx, err := ie.db.Pool.Begin(ctx)
+	must(t, "begin", err)
+	defer func() { _ = tx.Rollback(ctx) }() // after Commit, a no-op
+	first, err := s.CallInTx(ie.w, ctx, tx, a)
+	must(t, "first call (the request from "+funcName(s.Sample)+" must succeed)", err)
+	again, err := s.CallInTx(ie.w, ctx, tx, a)
+	must(t, "retry in the same transaction", err)
+	if !reflect.DeepEqual(first, again) {
+		t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
+	}
+	if s.Other != nil {
+		o := otherRequest(t, s.Sample, s.Other, s.Fingerprint)
+		if _, err := s.CallInTx(ie.w, ctx, tx, o); !errors.Is(err, idem.ErrMismatch) {
+			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("the caller's transaction is unusable after a refused claim: %v", err)
+	}
+	must(t, "commit", tx.Commit(ctx))
+	ie.wantKeyed(t, "in-tx", 1)
+}
+
+// failingInTx: inside one caller transaction, a body that writes its row
+// and then fails leaves no row, and the transaction stays usable.
+func (s Inline[S, W, A, R]) failingInTx(t *testing.T) {
+	ie := s.setup(t)
+	a := s.Sample(t)
+	ctx := keyCtx(t, "in-tx-failing", "")
+	before := ie.count(t, "")
+	tx, err := ie.db.Pool.Begin(ctx)
+	must(t, "begin", err)
+	defer func() { _ = tx.Rollback(ctx) }() // after Commit, a no-op
+	_, err = idem.InlineInTx(ctx, ie.store, tx, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx pgx.Tx) (R, error) {
+		r, err := s.Body(ie.svc, ctx, tx, a)
+		if err != nil {
+			return r, err
+		}
+		return r, errInjected
+	})
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("failing attempt: got error %v, want the injected failure", err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("the caller's transaction is unusable after the failed body: %v", err)
+	}
+	must(t, "commit", tx.Commit(ctx))
+	ie.wantTotal(t, before, "the failed body's row must roll back")
+	s.once(t, ie, ctx, a, "retry after the failed attempt")
+	ie.wantKeyed(t, "in-tx-failing", 1)
+}
