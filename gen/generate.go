@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idemgen/idemgen/gen/migrations"
 	"github.com/idemgen/idemgen/gen/stamp"
@@ -136,7 +137,7 @@ func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
 	e := newEmitter(m)
 	outputs := map[string][]byte{} // relative to m.Dir
 	if m.MigrationsDir != "" {
-		if err := planMigrations(m, outputs); err != nil {
+		if err := planMigrations(cfg, m, outputs); err != nil {
 			return err
 		}
 	}
@@ -165,6 +166,33 @@ func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
 		files[filepath.Join(m.Dir, filepath.FromSlash(rel))] = b
 	}
 	return nil
+}
+
+// writtenMigrations returns the migrations the last run wrote, by name in
+// the migrations directory, with their sums, as the stamp of the package's
+// wrappers file lists them; nil when there is no stamp.
+func writtenMigrations(m *Package) map[string]string {
+	src, err := os.ReadFile(filepath.Join(m.Dir, GoFile))
+	if err != nil {
+		return nil
+	}
+	prefix := filepath.ToSlash(filepath.Clean(m.MigrationsDir)) + "/"
+	out := map[string]string{}
+	for name, sum := range stamp.Written(src) {
+		if rest, ok := strings.CutPrefix(name, prefix); ok && !strings.Contains(rest, "/") {
+			out[rest] = sum
+		}
+	}
+	return out
+}
+
+// relPath returns p relative to dir, slash-separated, or p when it is not
+// below dir.
+func relPath(dir, p string) string {
+	if r, err := filepath.Rel(dir, p); err == nil && !strings.HasPrefix(r, "..") {
+		return filepath.ToSlash(r)
+	}
+	return filepath.ToSlash(p)
 }
 
 // WriteFile makes path hold b (or removes it when b is nil), writing only
@@ -216,8 +244,10 @@ func WithoutInputsStamp(src []byte) []byte {
 }
 
 // planMigrations adds the package's migrations, existing and new, to
-// outputs (keyed by path relative to the package).
-func planMigrations(m *Package, outputs map[string][]byte) error {
+// outputs (keyed by path relative to the package). What the last run wrote
+// (the stamp's list) lets Plan write a deleted migration back and refuse a
+// hand-edited one; a refusal names files relative to cfg.Dir.
+func planMigrations(cfg Config, m *Package, outputs map[string][]byte) error {
 	mdir := filepath.Join(m.Dir, filepath.FromSlash(m.MigrationsDir))
 	existing, err := migrations.ReadDir(os.DirFS(mdir), ".")
 	if err != nil {
@@ -233,7 +263,11 @@ func planMigrations(m *Package, outputs map[string][]byte) error {
 	}
 	// A package whose methods are all inline needs no ledger table.
 	planned, err := migrations.Plan(migrations.Config{Format: m.MigrationFormat, Table: m.Table, Methods: methods,
-		Inline: inlineTables(m), NoLedger: len(methods) == 0}, existing)
+		Inline: inlineTables(m), NoLedger: len(methods) == 0, Written: writtenMigrations(m)}, existing)
+	var problems *migrations.ProblemError
+	if errors.As(err, &problems) {
+		problems.Dir = relPath(cfg.Dir, mdir)
+	}
 	if err != nil {
 		return fmt.Errorf("plan migrations for %s: %w", m.Path, err)
 	}

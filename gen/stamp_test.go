@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/gen/migrations"
 	"github.com/idemgen/idemgen/internal/testmod"
 )
 
@@ -55,7 +57,6 @@ func TestStamp(t *testing.T) {
 	for _, c := range []struct{ what, file, extra string }{
 		{"a source file", "svc.go", "\n// changed\n"},
 		{"the wrappers file", GoFile, "\n// hand edit\n"},
-		{"a migration", "migrations/00001_idemgen_create_idempotency_keys.sql", "\n-- hand edit\n"},
 		{"a new source file", "more.go", "package svc\n"},
 	} {
 		var undo func()
@@ -71,10 +72,25 @@ func TestStamp(t *testing.T) {
 		require.Equal(t, 1, out.Loads, c.what)
 		undo()
 	}
-	require.NoError(t, os.Remove(filepath.Join(pkg, "migrations", "00001_idemgen_create_idempotency_keys.sql")))
+	// A hand-edited migration is not current either, and it is refused,
+	// never accepted into the stamp.
+	undo := touch("migrations/00001_idemgen_create_idempotency_keys.sql", "\n-- hand edit\n")
+	_, err = Generate(context.Background(), cfg)
+	var problems *migrations.ProblemError
+	require.ErrorAs(t, err, &problems, "a hand-edited migration")
+	require.Len(t, problems.Problems, 1)
+	assert.Equal(t, migrations.Edited, problems.Problems[0].Kind)
+	assert.Equal(t, "migrations", problems.Dir)
+	undo()
+
+	mig := filepath.Join(pkg, "migrations", "00001_idemgen_create_idempotency_keys.sql")
+	orig, err := os.ReadFile(mig)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(mig))
 	out, err = Generate(context.Background(), cfg)
 	require.NoError(t, err)
 	require.False(t, out.Unchanged, "a deleted output must regenerate")
+	assert.Equal(t, string(orig), string(out.Files[mig]), "a deleted migration is written back as it was")
 }
 
 // BenchmarkStampCheck is what a directive costs in-process when the stamp

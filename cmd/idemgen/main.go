@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -31,6 +32,7 @@ import (
 	// packages below are initialised.
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/fastpath"
 	"github.com/idemgen/idemgen/gen"
+	"github.com/idemgen/idemgen/gen/migrations"
 )
 
 // flagList is every flag, grouped, each with its default: -h prints it and
@@ -131,6 +133,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg.Force = check || debugModel
 
 	out, err := gen.Generate(ctx, cfg)
+	var problems *migrations.ProblemError
+	if errors.As(err, &problems) {
+		reportProblems(problems, check, stdout, stderr)
+		return 1
+	}
 	var list gen.ErrorList
 	if errors.As(err, &list) {
 		for _, e := range list {
@@ -166,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	sort.Strings(paths)
 	if check {
-		return checkFiles(wd, paths, out.Files, stdout, stderr)
+		return checkFiles(wd, paths, out, stdout, stderr)
 	}
 	if !quiet {
 		notes(stderr, wd, out.Packages)
@@ -251,8 +258,10 @@ func summarise(w io.Writer, wd string, pkgs []*gen.Package, written map[string][
 	}
 }
 
-// checkFiles prints a unified diff for every output that differs from disk.
-func checkFiles(wd string, paths []string, files map[string][]byte, stdout, stderr io.Writer) int {
+// checkFiles prints a unified diff for every output that differs from disk,
+// and names a missing one.
+func checkFiles(wd string, paths []string, out *gen.Output, stdout, stderr io.Writer) int {
+	files := out.Files
 	stale := 0
 	for _, p := range paths {
 		have, err := os.ReadFile(p)
@@ -266,10 +275,16 @@ func checkFiles(wd string, paths []string, files map[string][]byte, stdout, stde
 			continue
 		}
 		name := rel(wd, p)
-		if d := gen.UnifiedDiff("a/"+name, "b/"+name, gen.WithoutInputsStamp(have), gen.WithoutInputsStamp(want)); d != "" || (missing && want != nil) {
-			if d == "" {
-				d = fmt.Sprintf("--- a/%s (missing)\n+++ b/%s\n", name, name)
+		if missing && want != nil {
+			how := ""
+			if isMigration(out.Packages, p) {
+				how = " under its own name, as idemgen wrote it"
 			}
+			fmt.Fprintf(stdout, "%s: missing: run go generate to write it back%s\n", name, how)
+			stale++
+			continue
+		}
+		if d := gen.UnifiedDiff("a/"+name, "b/"+name, gen.WithoutInputsStamp(have), gen.WithoutInputsStamp(want)); d != "" {
 			fmt.Fprint(stdout, d)
 			stale++
 		}
@@ -279,6 +294,30 @@ func checkFiles(wd string, paths []string, files map[string][]byte, stdout, stde
 		return 1
 	}
 	return 0
+}
+
+// isMigration reports whether p is in the migrations directory of one of
+// pkgs.
+func isMigration(pkgs []*gen.Package, p string) bool {
+	for _, pkg := range pkgs {
+		if pkg.MigrationsDir != "" && filepath.Dir(p) == filepath.Join(pkg.Dir, filepath.FromSlash(pkg.MigrationsDir)) {
+			return true
+		}
+	}
+	return false
+}
+
+// reportProblems prints why the migrations directory was refused, one
+// message per file; under -check each hand-edited file is followed by a
+// unified diff turning it back into what idemgen wrote.
+func reportProblems(e *migrations.ProblemError, check bool, stdout, stderr io.Writer) {
+	for _, p := range e.Problems {
+		fmt.Fprintln(stderr, p.Message(e.Dir))
+		if check && p.Kind == migrations.Edited && p.Want != nil {
+			name := path.Join(e.Dir, p.File)
+			fmt.Fprint(stdout, gen.UnifiedDiff("a/"+name+" (hand-edited)", "b/"+name+" (as idemgen wrote it)", p.Have, p.Want))
+		}
+	}
 }
 
 func rel(wd, p string) string {

@@ -32,6 +32,41 @@
 //     back. Where a squawk rule does not apply, the file says so next to the
 //     statement with squawk's own ignore comment and the reason.
 //
+// # Existing migrations are never rewritten or renumbered
+//
+// A migration may have been applied in production the moment it was
+// committed, so Plan treats every file in the directory as fixed. That is
+// enforced in code, not by convention:
+//
+//   - Plan returns every existing idemgen file byte for byte, and a file it
+//     plans may only take a name no file has, or one whose bytes it
+//     reproduces exactly (planAt refuses any other name): nothing existing
+//     is renamed, renumbered or changed. New migrations take versions after
+//     the highest in the directory.
+//   - The generator records what it wrote: the stamp in idem_gen.go lists
+//     every output with its sum (Config.Written). An idemgen file whose
+//     bytes no longer have the recorded sum was edited by hand: Plan refuses
+//     it (Problem kind Edited) rather than carry the edit into the stamp; the
+//     fix is to restore the file and put the change in a new migration.
+//   - A recorded file that is gone is written back under its own name and
+//     version, never as a new number after the others: Plan takes the
+//     smallest window of idemgen's versions around it out of the directory,
+//     plans again numbered from the window's start, and accepts only when
+//     every file of the window comes back byte for byte and the new ones are
+//     exactly the missing names. The files are planned from the other files,
+//     not from the ones before the gap alone, so a directory whose history
+//     spans several idemgen versions (a table created, later altered) still
+//     restores. Anything else is refused (Missing), naming the file: restore
+//     it from version control.
+//   - Whatever Plan returns is checked in version order before it is
+//     written: a change to a table idemgen creates must follow the creation,
+//     and an index must follow the migrations adding its columns. A deleted
+//     file no stamp records (so its name is unknown) is refused there
+//     (Unordered), naming the first migration that would fail.
+//
+// Restoring never changes what a database that applied the original sees:
+// the file comes back under the version the database recorded.
+//
 // # sqlc
 //
 // sqlc reads the schema from the same directory: point the schema of your

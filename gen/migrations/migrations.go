@@ -63,6 +63,13 @@ type Config struct {
 	// migrations (default 1m). Concurrent index builds run without one: a
 	// timeout there would only leave an INVALID index behind.
 	StatementTimeout time.Duration
+	// Written lists the files of the directory a previous run wrote, by
+	// name, each with the stamp.FileSum recorded then ("" when the record
+	// predates the sums): the generator reads it from the wrappers file's
+	// stamp. A listed file that is absent was deleted and is written back
+	// where it was, or Plan refuses; an owned file whose sum differs was
+	// edited by hand and Plan refuses (see Problem).
+	Written map[string]string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -100,6 +107,12 @@ func (c Config) withDefaults() (Config, error) {
 // recursive). Files that do not start with GeneratedLine belong to the user:
 // they are never returned, but their version numbers are respected, so new
 // migrations sort after them.
+//
+// A migration cfg.Written lists that is gone is written back under its own
+// name, byte for byte. A hand-edited one, a deleted one that cannot come
+// back as it was, or a directory whose migrations would not apply in
+// version order is refused with a *ProblemError naming the file; nothing
+// existing is ever rewritten or renumbered (see the package doc).
 func Plan(cfg Config, existing map[string][]byte) (map[string][]byte, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -112,17 +125,18 @@ func Plan(cfg Config, existing map[string][]byte) (map[string][]byte, error) {
 	return plan(cfg, schema, existing)
 }
 
-// plan is Plan for an explicit ledger schema; tests pass older schemas to
-// exercise the migrations a schema change produces.
-func plan(cfg Config, schema ledger.Schema, existing map[string][]byte) (map[string][]byte, error) {
+// planAt is Plan without the checks of plan (restore.go): the new
+// migrations are numbered from start, or after the highest version in the
+// directory when start is 0. It also returns the names of the new files.
+func planAt(cfg Config, schema ledger.Schema, existing map[string][]byte, start uint64) (map[string][]byte, []string, error) {
 	st, err := readState(cfg.Format, existing)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var steps []step
 	if !cfg.NoLedger {
 		if steps, err = diff(cfg, schema, st); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	out := make(map[string][]byte, len(st.owned)+4*len(steps))
@@ -131,31 +145,39 @@ func plan(cfg Config, schema ledger.Schema, existing map[string][]byte) (map[str
 	}
 	r, err := newRenderer(cfg, schema)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	next := st.maxVersion + 1
+	if start != 0 {
+		next = start
+	}
+	var added []string
+	keep := func(files map[string][]byte) error {
+		for name, b := range files {
+			if have, clash := existing[name]; clash && !bytes.Equal(have, b) {
+				return fmt.Errorf("migrations: new migration %s would overwrite an existing file", name)
+			}
+			out[name] = b
+			added = append(added, name)
+		}
+		return nil
+	}
 	for _, s := range steps {
 		files, used, err := r.render(s, next, st.width(cfg.Format))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		next += used
-		for name, b := range files {
-			if _, clash := existing[name]; clash {
-				return nil, fmt.Errorf("migrations: new migration %s would overwrite an existing file", name)
-			}
-			out[name] = b
+		if err := keep(files); err != nil {
+			return nil, nil, err
 		}
 	}
 	files, _, err := r.inlinePlan(cfg.Inline, st, existing, next, st.width(cfg.Format))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for name, b := range files {
-		if _, clash := existing[name]; clash {
-			return nil, fmt.Errorf("migrations: new migration %s would overwrite an existing file", name)
-		}
-		out[name] = b
+	if err := keep(files); err != nil {
+		return nil, nil, err
 	}
 	if cfg.Format == "atlas" {
 		all := make(map[string][]byte, len(existing)+len(out))
@@ -167,7 +189,8 @@ func plan(cfg Config, schema ledger.Schema, existing map[string][]byte) (map[str
 		maps.Copy(all, out)
 		out[AtlasSumFile] = AtlasSum(all)
 	}
-	return out, nil
+	slices.Sort(added)
+	return out, added, nil
 }
 
 // renderer executes the embedded templates.

@@ -5,13 +5,20 @@
 // The wrappers file idemgen writes carries two lines in its header:
 //
 //	// idemgen-inputs: sha256:…   what the outputs were generated from
-//	// idemgen-outputs: sha256:… FILES   the outputs, as written
+//	// idemgen-outputs: sha256:… FILE@SUM …   the outputs, as written
 //
 // The inputs hash covers the generator's identity, the package directory's
 // Go sources (idemgen's own files excluded), the sources of the same-module
 // packages they import directly and the nearest go.mod. The outputs hash
 // covers the wrappers file without these two lines and every other output
 // listed. Any change to either means the package is generated again.
+//
+// Each listed file carries its own sum (FileSum, after an @): the record of
+// what idemgen wrote there. A migration whose bytes no longer have that sum
+// was edited by hand, and one that is listed but absent was deleted; the
+// generator reads the list back with Written to tell the two apart from a
+// file it never wrote. A stamp written before the sums were recorded lists
+// bare names.
 //
 // The package depends on the standard library and on idemgen's stdlib-only
 // packages alone: cmd/idemgen runs Matches before the type checker's
@@ -103,7 +110,11 @@ func Apply(unstamped []byte, inputs string, files map[string][]byte) []byte {
 	out := make([]byte, 0, len(unstamped)+256)
 	out = append(out, unstamped[:i]...)
 	out = append(out, inputsPrefix+inputs+"\n"...)
-	out = append(out, outputsPrefix+strings.Join(append([]string{Outputs(unstamped, files)}, sortedNames(files)...), " ")+"\n"...)
+	fields := []string{Outputs(unstamped, files)}
+	for _, name := range sortedNames(files) {
+		fields = append(fields, name+"@"+FileSum(files[name]))
+	}
+	out = append(out, outputsPrefix+strings.Join(fields, " ")+"\n"...)
 	return append(out, unstamped[i:]...)
 }
 
@@ -268,7 +279,10 @@ func Matches(dir string) (bool, error) {
 	if _, err := io.CopyBuffer(h, f, buf); err != nil {
 		return false, fmt.Errorf("read stamp: %w", err)
 	}
-	names := fields[1:]
+	names := make([]string, len(fields)-1)
+	for i, f := range fields[1:] {
+		names[i], _, _ = strings.Cut(f, "@")
+	}
 	sort.Strings(names)
 	for _, rel := range names {
 		ok, err := hashFile(h, filepath.Join(dir, filepath.FromSlash(rel)), rel, buf)
@@ -327,6 +341,43 @@ func WithoutInputs(src []byte) []byte {
 		}
 	}
 	return bytes.Join(lines, nil)
+}
+
+// FileSum is the sum the stamp records for one output: the first 16 hex
+// digits of its SHA-256, enough to tell an edited file from the one written.
+func FileSum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:8])
+}
+
+// Written returns the outputs the stamp of a wrappers file lists, by path
+// relative to the package directory, each with the FileSum recorded when it
+// was written ("" in a stamp older than the sums). It returns nil when src
+// is not a wrappers file idemgen wrote or carries no stamp.
+func Written(src []byte) map[string]string {
+	if !IsGenerated(src) {
+		return nil
+	}
+	for _, l := range strings.Split(string(src), "\n") {
+		if strings.HasPrefix(l, "package ") {
+			return nil
+		}
+		rest, ok := strings.CutPrefix(l, outputsPrefix)
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return nil
+		}
+		out := make(map[string]string, len(fields)-1)
+		for _, f := range fields[1:] {
+			name, sum, _ := strings.Cut(f, "@")
+			out[name] = sum
+		}
+		return out
+	}
+	return nil
 }
 
 // entry writes the header every hashed file starts with: its name and size.

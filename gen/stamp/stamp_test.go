@@ -49,8 +49,10 @@ func TestApply(t *testing.T) {
 	unstamped := []byte(Header + "\n\npackage svc\n")
 	src := string(Apply(unstamped, "sha256:in", map[string][]byte{"b.sql": []byte("b"), "a.sql": []byte("a")}))
 	want := Header + "\n// idemgen-inputs: sha256:in\n// idemgen-outputs: " +
-		Outputs(unstamped, map[string][]byte{"a.sql": []byte("a"), "b.sql": []byte("b")}) + " a.sql b.sql\n\npackage svc\n"
+		Outputs(unstamped, map[string][]byte{"a.sql": []byte("a"), "b.sql": []byte("b")}) +
+		" a.sql@" + FileSum([]byte("a")) + " b.sql@" + FileSum([]byte("b")) + "\n\npackage svc\n"
 	assert.Equal(t, want, src)
+	assert.Equal(t, map[string]string{"a.sql": FileSum([]byte("a")), "b.sql": FileSum([]byte("b"))}, Written([]byte(src)))
 	assert.True(t, IsGenerated([]byte(src)))
 	assert.False(t, IsGenerated([]byte("package svc\n")))
 }
@@ -134,6 +136,8 @@ func TestWithoutInputs(t *testing.T) {
 	body := []byte(Header + "\n\npackage p\n\n// idemgen-inputs: sha256:x is not a stamp below the package clause\n")
 	assert.Equal(t, body, WithoutInputs(body))
 	hand := []byte("// idemgen-inputs: sha256:x\npackage p\n")
+	assert.Equal(t, map[string]string{"x.go": ""}, Written(a), "a stamp without sums lists bare names")
+	assert.Nil(t, Written(hand))
 	assert.Equal(t, hand, WithoutInputs(hand), "a file idemgen did not write is left alone")
 }
 

@@ -57,3 +57,29 @@ func New(t testing.TB, name string, files map[string][]byte) string {
 	}
 	return dir
 }
+
+// ExampleFiles returns the example package of this repository, its Go
+// sources and its migrations, as files under example/ for New.
+func ExampleFiles(t testing.TB) map[string][]byte {
+	t.Helper()
+	src := filepath.Join(RepoRoot(t), "example")
+	files := map[string][]byte{}
+	for _, pattern := range []string{"*.go", "migrations/*.sql"} {
+		names, err := filepath.Glob(filepath.Join(src, pattern))
+		if err != nil {
+			t.Fatalf("testmod: %v", err)
+		}
+		for _, n := range names {
+			b, err := os.ReadFile(n)
+			if err != nil {
+				t.Fatalf("testmod: %v", err)
+			}
+			r, err := filepath.Rel(src, n)
+			if err != nil {
+				t.Fatalf("testmod: %v", err)
+			}
+			files["example/"+filepath.ToSlash(r)] = b
+		}
+	}
+	return files
+}
