@@ -45,11 +45,12 @@ type ClientConfig struct {
 // request has no Idempotency-Key header and no AIP-155 request_id, gets a
 // fresh random key (128 bits from crypto/rand, bare form) before its first
 // attempt; a key the caller set is kept. The call is retried, with the same
-// key, headers and message, when an attempt ends with CodeUnavailable
-// (connect-go's code for a refused or reset connection and a lost response,
-// and the ledger's) or with CodeAborted carrying a google.rpc.RetryInfo (an
+// key, headers and message, when an attempt fails in transport (an error not
+// sent by the server while the context is alive: a refused or reset
+// connection, a lost response), when the server answers CodeUnavailable (the
+// ledger unavailable), or CodeAborted with a google.rpc.RetryInfo (an
 // attempt with the key is in progress), after at least the RetryInfo delay;
-// never on another code. Between attempts it waits a capped, jittered
+// never on another answer. Between attempts it waits a capped, jittered
 // exponential backoff (BaseDelay, doubling, at most MaxDelay, drawn from its
 // upper half). It stops after MaxAttempts attempts, when the context ends,
 // when the next attempt would start after the context's deadline, or when
@@ -79,6 +80,7 @@ func (c *client) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				return resp, err
 			}
 			d, retry := c.wait(err, attempt)
+			retry = retry || transportError(err)
 			if !retry {
 				return resp, err
 			}
@@ -122,6 +124,22 @@ func (c *client) wait(err error, attempt int) (time.Duration, bool) {
 		return 0, false
 	}
 	return d, true
+}
+
+// transportError reports whether err is a failure of the exchange rather
+// than an answer: not sent by the server (connect.IsWireError is false), with
+// a code connect-go gives a reset or refused connection and a lost response.
+// connect-go reports a connection reset mid-call as CodeCanceled although
+// the caller's context is alive; the caller checks the context first.
+func transportError(err error) bool {
+	if connect.IsWireError(err) {
+		return false
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeCanceled, connect.CodeUnknown, connect.CodeInternal:
+		return true
+	}
+	return false
 }
 
 // WrapStreamingClient implements connect.Interceptor: streams pass through.

@@ -1,0 +1,315 @@
+package grpcapi_test
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/idemgen/idemgen/example"
+	"github.com/idemgen/idemgen/example/grpcapi/paymentsv1"
+	"github.com/idemgen/idemgen/example/grpcapi/paymentsv1/paymentsv1connect"
+	"github.com/idemgen/idemgen/runtime/idemconnect"
+	"github.com/idemgen/idemgen/runtime/idemgrpc"
+)
+
+// caller is one client of the payments service, over one transport.
+type caller interface {
+	charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*paymentsv1.Receipt, error)
+	refund(ctx context.Context, req *paymentsv1.RefundRequest) (*paymentsv1.RefundReceipt, error)
+	payout(ctx context.Context, key string, req *paymentsv1.PayoutRequest) (*paymentsv1.PayoutReceipt, error)
+}
+
+// serviceConfig hedges Charge (three copies, 20ms apart; in progress and
+// unavailable do not stop the others) and retries Refund on UNAVAILABLE.
+const serviceConfig = `{"methodConfig": [
+  {"name": [{"service": "idemgen.example.payments.v1.PaymentsService", "method": "Charge"}],
+   "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.02s", "nonFatalStatusCodes": ["UNAVAILABLE", "ABORTED"]}},
+  {"name": [{"service": "idemgen.example.payments.v1.PaymentsService", "method": "Refund"}],
+   "retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.01s", "maxBackoff": "0.1s", "backoffMultiplier": 2,
+                   "retryableStatusCodes": ["UNAVAILABLE"]}}
+]}`
+
+type grpcCaller struct {
+	c    paymentsv1.PaymentsServiceClient
+	acct string
+}
+
+func newGRPCCaller(t *testing.T, addr, acct string, retries *atomic.Int64) *grpcCaller {
+	t.Helper()
+	cc, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(serviceConfig),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+			BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond}}),
+		grpc.WithUnaryInterceptor(idemgrpc.UnaryClientInterceptor(idemgrpc.ClientConfig{
+			MaxAttempts: 30, BaseDelay: 10 * time.Millisecond, MaxDelay: 200 * time.Millisecond,
+			OnRetry: func(string, int, error) { retries.Add(1) },
+		})))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cc.Close() })
+	return &grpcCaller{c: paymentsv1.NewPaymentsServiceClient(cc), acct: acct}
+}
+
+func (g *grpcCaller) ctx(ctx context.Context, key string) context.Context {
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.acct)
+	if key != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, idemgrpc.DefaultMetadataKey, key)
+	}
+	return ctx
+}
+
+func (g *grpcCaller) charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*paymentsv1.Receipt, error) {
+	return g.c.Charge(g.ctx(ctx, ""), req)
+}
+
+func (g *grpcCaller) refund(ctx context.Context, req *paymentsv1.RefundRequest) (*paymentsv1.RefundReceipt, error) {
+	return g.c.Refund(g.ctx(ctx, ""), req)
+}
+
+func (g *grpcCaller) payout(ctx context.Context, key string, req *paymentsv1.PayoutRequest) (*paymentsv1.PayoutReceipt, error) {
+	return g.c.Payout(g.ctx(ctx, key), req)
+}
+
+type connectCaller struct {
+	c    paymentsv1connect.PaymentsServiceClient
+	acct string
+}
+
+func newConnectCaller(url, acct string, retries *atomic.Int64, opts ...connect.ClientOption) *connectCaller {
+	ic := idemconnect.NewClientInterceptor(idemconnect.ClientConfig{
+		MaxAttempts: 30, BaseDelay: 10 * time.Millisecond, MaxDelay: 200 * time.Millisecond,
+		OnRetry: func(string, int, error) { retries.Add(1) },
+	})
+	return &connectCaller{c: paymentsv1connect.NewPaymentsServiceClient(h2c(), url,
+		append([]connect.ClientOption{connect.WithInterceptors(ic)}, opts...)...), acct: acct}
+}
+
+func withAuth[T any](msg *T, acct, key string) *connect.Request[T] {
+	req := connect.NewRequest(msg)
+	req.Header().Set("Authorization", "Bearer "+acct)
+	if key != "" {
+		req.Header().Set(idemconnect.HeaderKey, key)
+	}
+	return req
+}
+
+func (c *connectCaller) charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*paymentsv1.Receipt, error) {
+	resp, err := c.c.Charge(ctx, withAuth(req, c.acct, ""))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+func (c *connectCaller) refund(ctx context.Context, req *paymentsv1.RefundRequest) (*paymentsv1.RefundReceipt, error) {
+	resp, err := c.c.Refund(ctx, withAuth(req, c.acct, ""))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+func (c *connectCaller) payout(ctx context.Context, key string, req *paymentsv1.PayoutRequest) (*paymentsv1.PayoutReceipt, error) {
+	resp, err := c.c.Payout(ctx, withAuth(req, c.acct, key))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+// newUUID4 returns a random UUID4 for an AIP-155 request_id.
+func newUUID4() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+func chargeReq(i int, requestID bool) *paymentsv1.ChargeRequest {
+	req := &paymentsv1.ChargeRequest{AmountCents: int64(100 + i), Currency: "EUR", Description: fmt.Sprintf("intention %d", i),
+		Card: &paymentsv1.Card{Number: "4242424242424242", ExpMonth: 12, ExpYear: 2030}}
+	if requestID {
+		req.RequestId = newUUID4()
+	}
+	return req
+}
+
+// figures are what a lossy run saw.
+type figures struct {
+	intentions, effects       int
+	clientRetries             int64 // retries of the idempotency interceptors
+	serverCalls, serverOK     int   // calls that reached the server (all attempts, hedges included)
+	proxyConns, proxyCuts     int64
+	requestIDs, metadataKeyed int
+}
+
+// runLossy charges n intentions through c, then refunds half of each
+// payment, with 8 callers at a time, and checks that each intention had
+// exactly one effect and that each caller got the first answer, as the
+// ledger stored it.
+func runLossy(t *testing.T, e *env, c caller, n int) figures {
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	receipts := make([]*paymentsv1.Receipt, n)
+	refunds := make([]*paymentsv1.RefundReceipt, n)
+	var f figures
+	each(n, func(i int) {
+		var err error
+		receipts[i], err = c.charge(ctx, chargeReq(i, i%2 == 0))
+		assert.NoError(t, err, "charge %d", i)
+	})
+	each(n, func(i int) {
+		if receipts[i] == nil {
+			return
+		}
+		var err error
+		refunds[i], err = c.refund(ctx, &paymentsv1.RefundRequest{PaymentId: receipts[i].GetPaymentId(),
+			AmountCents: receipts[i].GetAmountCents() / 2, Reason: "lossy", RequestId: map[bool]string{true: newUUID4()}[i%2 == 1]})
+		assert.NoError(t, err, "refund %d", i)
+	})
+	f.intentions = 2 * n
+	f.requestIDs, f.metadataKeyed = n, n
+	checkCharges(t, e, receipts)
+	checkRefunds(t, e, receipts, refunds)
+	f.effects = count(t, e, `SELECT count(*) FROM payments`) + count(t, e, `SELECT count(*) FROM refunds`)
+	assert.Equal(t, f.intentions, f.effects, "every intention has exactly one effect")
+	return f
+}
+
+func each(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range 8 {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func count(t *testing.T, e *env, q string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n))
+	return n
+}
+
+// stored returns the responses the ledger stored for method, decoded.
+func stored[R any](t *testing.T, e *env, method string) []R {
+	t.Helper()
+	rows, err := e.db.Pool.Query(context.Background(), `SELECT response FROM idempotency_keys WHERE method = $1 AND status = 'done'`, method)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []R
+	for rows.Next() {
+		var raw []byte
+		require.NoError(t, rows.Scan(&raw))
+		var r R
+		require.NoError(t, json.Unmarshal(raw, &r))
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func checkCharges(t *testing.T, e *env, receipts []*paymentsv1.Receipt) {
+	t.Helper()
+	first := map[int64]*paymentsv1.Receipt{}
+	for _, r := range stored[example.Receipt](t, e, "github.com/idemgen/idemgen/example.Payments.Charge") {
+		first[r.PaymentID] = &paymentsv1.Receipt{PaymentId: r.PaymentID, Account: r.Account, AmountCents: r.AmountCents,
+			Currency: r.Currency, CardLast4: r.CardLast4, BalanceCents: r.BalanceCents, LedgerEntryIds: r.LedgerEntryIDs}
+	}
+	assert.Equal(t, len(receipts), len(first), "one stored answer per charge")
+	for i, got := range receipts {
+		assert.Equal(t, 1, count(t, e, `SELECT count(*) FROM payments WHERE description = $1`, fmt.Sprintf("intention %d", i)),
+			"charge %d took effect exactly once", i)
+		if got == nil {
+			continue
+		}
+		assert.True(t, proto.Equal(first[got.GetPaymentId()], got), "charge %d: the caller got the first answer\n got %v\nfirst %v", i, got, first[got.GetPaymentId()])
+		assert.Equal(t, fmt.Sprintf("intention %d", i), description(t, e, got.GetPaymentId()))
+	}
+}
+
+func description(t *testing.T, e *env, id int64) string {
+	t.Helper()
+	var d string
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT description FROM payments WHERE id = $1`, id).Scan(&d))
+	return d
+}
+
+func checkRefunds(t *testing.T, e *env, receipts []*paymentsv1.Receipt, refunds []*paymentsv1.RefundReceipt) {
+	t.Helper()
+	first := map[int64]*paymentsv1.RefundReceipt{}
+	for _, r := range stored[example.RefundReceipt](t, e, "github.com/idemgen/idemgen/example.Payments.Refund") {
+		first[r.RefundID] = &paymentsv1.RefundReceipt{RefundId: r.RefundID, PaymentId: r.PaymentID, AmountCents: r.AmountCents,
+			RefundedCents: r.RefundedCents, BalanceCents: r.BalanceCents}
+	}
+	assert.Equal(t, len(refunds), len(first), "one stored answer per refund")
+	for i, got := range refunds {
+		if receipts[i] == nil || got == nil {
+			continue
+		}
+		id := receipts[i].GetPaymentId()
+		assert.Equal(t, 1, count(t, e, `SELECT count(*) FROM refunds WHERE payment_id = $1`, id), "refund %d took effect exactly once", i)
+		assert.Equal(t, receipts[i].GetAmountCents()/2, int64(count(t, e, `SELECT refunded_cents FROM payments WHERE id = $1`, id)))
+		assert.True(t, proto.Equal(first[got.GetRefundId()], got), "refund %d: the caller got the first answer", i)
+	}
+}
+
+// lossyIntentions is the number of charges of a lossy run (each is then
+// refunded: twice as many intentions); lossRate the share of server chunks
+// (responses, settings, pings) the proxy loses, resetting the connection.
+const (
+	lossyIntentions = 100
+	lossRate        = 0.05
+)
+
+func TestLossyGRPC(t *testing.T) {
+	e := newEnv(t)
+	p := startProxy(t, e.grpcAddr, lossRate)
+	var retries atomic.Int64
+	f := runLossy(t, e, newGRPCCaller(t, p.addr(), "acct_grpc", &retries), lossyIntentions)
+	f.clientRetries = retries.Load()
+	f.serverCalls, f.serverOK = e.serverCalls.total()
+	f.proxyConns, f.proxyCuts = p.conns.Load(), p.cuts.Load()
+	report(t, "grpc-go (hedged Charge, retried Refund)", f)
+}
+
+func TestLossyConnect(t *testing.T) {
+	e := newEnv(t)
+	p := startProxy(t, e.connectAddr(), lossRate)
+	var retries atomic.Int64
+	f := runLossy(t, e, newConnectCaller("http://"+p.addr(), "acct_connect", &retries), lossyIntentions)
+	f.clientRetries = retries.Load()
+	f.serverCalls, f.serverOK = e.connectCalls.total()
+	f.proxyConns, f.proxyCuts = p.conns.Load(), p.cuts.Load()
+	report(t, "connect-go over h2c", f)
+}
+
+// report logs the figures and checks that the run was lossy: answers were
+// lost, and the callers retried.
+func report(t *testing.T, name string, f figures) {
+	t.Logf("%s: intentions %d (charges with request_id %d, keyed by the interceptor %d), effects %d, "+
+		"interceptor retries %d, calls reaching the server %d (%d OK), proxy connections %d, connections cut %d",
+		name, f.intentions, f.requestIDs, f.metadataKeyed, f.effects, f.clientRetries, f.serverCalls, f.serverOK, f.proxyConns, f.proxyCuts)
+	assert.Positive(t, f.proxyCuts, "the proxy cut connections")
+	assert.Greater(t, f.serverCalls, f.intentions, "answers were lost and calls sent again")
+}
