@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +32,7 @@ type caller interface {
 	charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*paymentsv1.Receipt, error)
 	refund(ctx context.Context, req *paymentsv1.RefundRequest) (*paymentsv1.RefundReceipt, error)
 	payout(ctx context.Context, key string, req *paymentsv1.PayoutRequest) (*paymentsv1.PayoutReceipt, error)
+	replays() int64 // answers of charges and refunds marked as replays
 }
 
 // serviceConfig hedges Charge (three copies, 20ms apart; in progress and
@@ -44,8 +46,16 @@ const serviceConfig = `{"methodConfig": [
 ]}`
 
 type grpcCaller struct {
-	c    paymentsv1.PaymentsServiceClient
-	acct string
+	c        paymentsv1.PaymentsServiceClient
+	acct     string
+	replayed atomic.Int64 // answers marked idempotent-replayed
+}
+
+// note counts header as a replay if it says so.
+func (g *grpcCaller) note(header metadata.MD) {
+	if v := header.Get(idemgrpc.MetadataReplayed); len(v) == 1 && v[0] == "true" {
+		g.replayed.Add(1)
+	}
 }
 
 func newGRPCCaller(t *testing.T, addr, acct string, retries *atomic.Int64) *grpcCaller {
@@ -73,21 +83,36 @@ func (g *grpcCaller) ctx(ctx context.Context, key string) context.Context {
 }
 
 func (g *grpcCaller) charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*paymentsv1.Receipt, error) {
-	return g.c.Charge(g.ctx(ctx, ""), req)
+	var h metadata.MD
+	defer func() { g.note(h) }()
+	return g.c.Charge(g.ctx(ctx, ""), req, grpc.Header(&h))
 }
 
 func (g *grpcCaller) refund(ctx context.Context, req *paymentsv1.RefundRequest) (*paymentsv1.RefundReceipt, error) {
-	return g.c.Refund(g.ctx(ctx, ""), req)
+	var h metadata.MD
+	defer func() { g.note(h) }()
+	return g.c.Refund(g.ctx(ctx, ""), req, grpc.Header(&h))
 }
+
+func (g *grpcCaller) replays() int64 { return g.replayed.Load() }
 
 func (g *grpcCaller) payout(ctx context.Context, key string, req *paymentsv1.PayoutRequest) (*paymentsv1.PayoutReceipt, error) {
 	return g.c.Payout(g.ctx(ctx, key), req)
 }
 
 type connectCaller struct {
-	c    paymentsv1connect.PaymentsServiceClient
-	acct string
+	c        paymentsv1connect.PaymentsServiceClient
+	acct     string
+	replayed atomic.Int64 // answers marked Idempotent-Replayed
 }
+
+func (c *connectCaller) note(h http.Header) {
+	if h.Get(idemconnect.HeaderReplayed) == "true" {
+		c.replayed.Add(1)
+	}
+}
+
+func (c *connectCaller) replays() int64 { return c.replayed.Load() }
 
 func newConnectCaller(url, acct string, retries *atomic.Int64, opts ...connect.ClientOption) *connectCaller {
 	ic := idemconnect.NewClientInterceptor(idemconnect.ClientConfig{
@@ -112,6 +137,7 @@ func (c *connectCaller) charge(ctx context.Context, req *paymentsv1.ChargeReques
 	if err != nil {
 		return nil, err
 	}
+	c.note(resp.Header())
 	return resp.Msg, nil
 }
 
@@ -120,6 +146,7 @@ func (c *connectCaller) refund(ctx context.Context, req *paymentsv1.RefundReques
 	if err != nil {
 		return nil, err
 	}
+	c.note(resp.Header())
 	return resp.Msg, nil
 }
 
@@ -153,6 +180,7 @@ func chargeReq(i int, requestID bool) *paymentsv1.ChargeRequest {
 type figures struct {
 	intentions, effects       int
 	clientRetries             int64 // retries of the idempotency interceptors
+	replays                   int64 // answers the callers got marked as replays
 	serverCalls, serverOK     int   // calls that reached the server (all attempts, hedges included)
 	proxyConns, proxyCuts     int64
 	requestIDs, metadataKeyed int
@@ -188,6 +216,7 @@ func runLossy(t *testing.T, e *env, c caller, n int) figures {
 	checkRefunds(t, e, receipts, refunds)
 	f.effects = count(t, e, `SELECT count(*) FROM payments`) + count(t, e, `SELECT count(*) FROM refunds`)
 	assert.Equal(t, f.intentions, f.effects, "every intention has exactly one effect")
+	f.replays = c.replays()
 	return f
 }
 
@@ -308,8 +337,8 @@ func TestLossyConnect(t *testing.T) {
 // lost, and the callers retried.
 func report(t *testing.T, name string, f figures) {
 	t.Logf("%s: intentions %d (charges with request_id %d, keyed by the interceptor %d), effects %d, "+
-		"interceptor retries %d, calls reaching the server %d (%d OK), proxy connections %d, connections cut %d",
-		name, f.intentions, f.requestIDs, f.metadataKeyed, f.effects, f.clientRetries, f.serverCalls, f.serverOK, f.proxyConns, f.proxyCuts)
+		"answers that were replays %d, interceptor retries %d, calls reaching the server %d (%d OK), proxy connections %d, connections cut %d",
+		name, f.intentions, f.requestIDs, f.metadataKeyed, f.effects, f.replays, f.clientRetries, f.serverCalls, f.serverOK, f.proxyConns, f.proxyCuts)
 	assert.Positive(t, f.proxyCuts, "the proxy cut connections")
 	assert.Greater(t, f.serverCalls, f.intentions, "answers were lost and calls sent again")
 }
