@@ -29,8 +29,8 @@ type ClientConfig struct {
 	// DefaultMetadataKey.
 	MetadataKey string
 	// MaxAttempts bounds the interceptor's attempts per call, the first
-	// included; 0 means DefaultMaxAttempts. grpc-go's own retries and
-	// hedges happen inside each of them.
+	// included; 0 means DefaultMaxAttempts. grpc-go's own retries happen
+	// inside each of them.
 	MaxAttempts int
 	// BaseDelay is the first backoff; 0 means DefaultBaseDelay.
 	BaseDelay time.Duration
@@ -51,8 +51,9 @@ type ClientConfig struct {
 // AIP-155 request_id gets a fresh random key (128 bits from crypto/rand)
 // before its first attempt; a key the caller set is kept. The key is put in
 // the call's outgoing metadata, so every attempt carries it: the
-// interceptor's own, and those grpc-go makes inside each of them (a
-// retryPolicy or hedgingPolicy of the service config, transparent retries).
+// interceptor's own, and those made inside each of them (grpc-go's
+// retryPolicy of the service config and transparent retries, and hedges
+// sent by an interceptor chained after this one).
 // Methods declared NO_SIDE_EFFECTS (see NoSideEffects) pass through.
 //
 // The interceptor retries the call, with the same key and request, when an

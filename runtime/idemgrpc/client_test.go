@@ -129,3 +129,30 @@ func TestClientNeverWaitsPastTheDeadline(t *testing.T) {
 	assert.Equal(t, int64(1), s.attempts.Load(), "a retry 20s away is past the 10s deadline: not made")
 	assert.Zero(t, retries)
 }
+
+// TestKeyTravelsWithServiceConfigRetries lets grpc-go itself retry (a
+// retryPolicy of the service config) while the interceptor makes a single
+// attempt: every attempt that reaches the server carries the key the
+// interceptor gave the call.
+func TestKeyTravelsWithServiceConfigRetries(t *testing.T) {
+	config := `{"methodConfig": [{"name": [{"service": "` + service + `"}],
+		"retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.001s", "maxBackoff": "0.01s", "backoffMultiplier": 2,
+			"retryableStatusCodes": ["UNAVAILABLE"]}}]}`
+	s, cc := start(t, grpc.WithDefaultServiceConfig(config),
+		grpc.WithUnaryInterceptor(idemgrpc.UnaryClientInterceptor(idemgrpc.ClientConfig{MaxAttempts: 1})))
+	var k keys
+	s.fail = func(ctx context.Context, n int64) error {
+		k.record(ctx)
+		if n <= 2 {
+			return status.Error(codes.Unavailable, "try again")
+		}
+		return nil
+	}
+	_, _, err := call(t.Context(), cc, "Charge", "acct_1", "", newReq("", 500))
+	require.NoError(t, err)
+	seen := k.all()
+	require.Len(t, seen, 3, "grpc-go made three attempts")
+	require.Len(t, seen[0], 1)
+	assert.Equal(t, [][]string{seen[0], seen[0], seen[0]}, seen, "each carries the one key")
+	assert.Equal(t, 1, s.count(t))
+}

@@ -50,7 +50,7 @@
 // In progress is Aborted, not Unavailable: a twin holds the key, which is a
 // concurrency conflict, and the server is healthy. Unavailable would be
 // retried at once by every retryPolicy that lists it (nearly all do),
-// ignoring the RetryInfo delay, and would hedge and count as an outage.
+// ignoring the RetryInfo delay, and would count as an outage.
 // Aborted is retried by no default policy; the "higher level" that retries
 // it is the client's intention, with the same key, after the delay the
 // RetryInfo carries: this package's client interceptor does that.
@@ -81,7 +81,10 @@
 // [UnaryClientInterceptor] gives each call without a key a fresh one before
 // its first attempt and retries it on Unavailable and on Aborted with
 // RetryInfo, with the same key, within the call's deadline. It composes with
-// grpc-go's service-config retries and hedging: the key is in the call's
-// outgoing metadata, which every attempt and every hedge carries, so the
-// server sees one intention however many copies arrive.
+// the attempts made below it: the key is in the call's outgoing metadata,
+// which grpc-go sends on every attempt of a service config's retryPolicy and
+// on its transparent retries, so the server sees one intention however many
+// copies arrive. The same holds for hedging done below the interceptor (an
+// interceptor chained after it, or a proxy). grpc-go itself (as of v1.85)
+// does not carry out a hedgingPolicy: its service config parser ignores one.
 package idemgrpc
