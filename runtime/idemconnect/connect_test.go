@@ -299,3 +299,17 @@ func TestClientNeverWaitsPastTheDeadline(t *testing.T) {
 	assert.Equal(t, int64(1), s.attempts.Load(), "a retry 20s away is past the 10s deadline: not made")
 	assert.Zero(t, retries.Load())
 }
+
+func TestRequestIDAndIsUUID4(t *testing.T) {
+	const id = "0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5c"
+	assert.True(t, idemconnect.IsUUID4(id))
+	assert.True(t, idemconnect.IsUUID4(strings.ToUpper(id)))
+	assert.False(t, idemconnect.IsUUID4("00000000-0000-0000-0000-000000000000"), "the nil UUID")
+	assert.False(t, idemconnect.IsUUID4("0b6f1e0c-5a4e-1f3b-9d2a-7c1e2f3a4b5c"), "version 1")
+	got, ok := idemconnect.RequestID(wrapperspb.Int64(5))
+	assert.True(t, ok)
+	assert.Empty(t, got, "a message without a request_id field has none")
+	got, ok = idemconnect.RequestID(wrapperspb.String(id))
+	assert.True(t, ok)
+	assert.Empty(t, got, "a field of another name is not the request_id")
+}
