@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,24 +46,28 @@ const serviceConfig = `{"methodConfig": [
 
 // hedge is a client interceptor that hedges Charge as a hedgingPolicy with
 // maxAttempts 2 would: it sends a second copy of each attempt unless the
-// first has answered after delay, and returns the first success (or, when
-// both fail, the last error). Chained after the idempotency interceptor,
-// both copies carry the call's key.
+// first has answered after delay, and returns the first success, with its
+// header (or, when both fail, the last error). Chained after the
+// idempotency interceptor, both copies carry the call's key.
 func hedge(delay time.Duration) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if method != paymentsv1.PaymentsService_Charge_FullMethodName {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
+		header, opts := splitHeader(opts)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		type result struct {
-			reply proto.Message
-			err   error
+			reply  proto.Message
+			header metadata.MD
+			err    error
 		}
 		results := make(chan result, 2)
 		send := func() {
 			r := reply.(proto.Message).ProtoReflect().New().Interface()
-			results <- result{r, invoker(ctx, method, req, r, cc, opts...)}
+			var h metadata.MD
+			err := invoker(ctx, method, req, r, cc, append(slices.Clip(opts), grpc.Header(&h))...)
+			results <- result{r, h, err}
 		}
 		go send()
 		timer := time.NewTimer(delay)
@@ -78,6 +83,9 @@ func hedge(delay time.Duration) grpc.UnaryClientInterceptor {
 				got++
 				if res.err == nil {
 					proto.Merge(reply.(proto.Message), res.reply)
+					if header != nil {
+						*header = res.header
+					}
 					return nil
 				}
 				last = res.err
@@ -88,6 +96,21 @@ func hedge(delay time.Duration) grpc.UnaryClientInterceptor {
 		}
 		return last
 	}
+}
+
+// splitHeader takes the grpc.Header option out of opts: each hedged copy
+// gets its own, and the winner's is handed on.
+func splitHeader(opts []grpc.CallOption) (*metadata.MD, []grpc.CallOption) {
+	var header *metadata.MD
+	rest := make([]grpc.CallOption, 0, len(opts))
+	for _, o := range opts {
+		if h, ok := o.(grpc.HeaderCallOption); ok {
+			header = h.HeaderAddr
+			continue
+		}
+		rest = append(rest, o)
+	}
+	return header, rest
 }
 
 type grpcCaller struct {
