@@ -2,13 +2,23 @@ module github.com/idemgen/idemgen/example/cmd/demo
 
 go 1.26.0
 
-replace github.com/idemgen/idemgen => ../../..
+replace (
+	github.com/idemgen/idemgen => ../../..
+	github.com/idemgen/idemgen/example/grpcapi => ../../grpcapi
+	github.com/idemgen/idemgen/runtime/idemconnect => ../../../runtime/idemconnect
+	github.com/idemgen/idemgen/runtime/idemgrpc => ../../../runtime/idemgrpc
+)
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
+	github.com/idemgen/idemgen/example/grpcapi v0.0.0-00010101000000-000000000000
+	github.com/idemgen/idemgen/runtime/idemconnect v0.0.0-00010101000000-000000000000
+	github.com/idemgen/idemgen/runtime/idemgrpc v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/pressly/goose/v3 v3.30.1
 	github.com/stretchr/testify v1.12.1
+	google.golang.org/grpc v1.85.0
 )
 
 require (
@@ -19,6 +29,10 @@ require (
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -19,8 +19,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for goose
 	"github.com/pressly/goose/v3"
+	"google.golang.org/grpc"
 
 	"github.com/idemgen/idemgen/example"
+	"github.com/idemgen/idemgen/example/grpcapi"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -30,8 +32,13 @@ const DefaultBankDelay = 2 * time.Second
 
 // Options configures Start.
 type Options struct {
-	// Addr is the API's listen address; "" means a free loopback port.
+	// Addr is the API's listen address; "" means a free loopback port. The
+	// same port serves the payments service over Connect and connect-go's
+	// gRPC protocol (HTTP/2 without TLS).
 	Addr string
+	// GRPCAddr is the grpc-go server's listen address; "" means a free
+	// loopback port.
+	GRPCAddr string
 	// BankDelay is how long each bank transfer takes; 0 means
 	// DefaultBankDelay, a negative value none.
 	BankDelay time.Duration
@@ -55,6 +62,9 @@ type Env struct {
 	BankDelay time.Duration
 	// APIURL is the base URL of the payments API, e.g. http://127.0.0.1:8080.
 	APIURL string
+	// GRPCAddr is the address of the grpc-go server of the payments service
+	// (example/grpcapi), e.g. 127.0.0.1:9090.
+	GRPCAddr string
 	// BankURL is the base URL of the fake bank.
 	BankURL string
 	// Migrations lists the goose migrations Start applied (none when the
@@ -62,6 +72,7 @@ type Env struct {
 	Migrations []string
 
 	servers []*http.Server
+	grpc    *grpc.Server
 }
 
 // Start applies example.Migrations to the database at dbURL with goose,
@@ -113,8 +124,14 @@ func Start(ctx context.Context, dbURL string, opts Options) (_ *Env, err error) 
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	if e.APIURL, err = e.serve(addr, api); err != nil {
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	mux.Handle(grpcapi.NewConnectHandler(svc))
+	if e.APIURL, err = e.serve(addr, mux); err != nil {
 		return nil, fmt.Errorf("start the API: %w", err)
+	}
+	if e.GRPCAddr, err = e.serveGRPC(opts.GRPCAddr, grpcapi.NewGRPCServer(svc)); err != nil {
+		return nil, fmt.Errorf("start the gRPC server: %w", err)
 	}
 	return e, nil
 }
@@ -152,17 +169,53 @@ func (e *Env) serve(addr string, h http.Handler) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true) // h2c, for Connect and gRPC clients
 	e.servers = append(e.servers, srv)
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), nil
+}
+
+// serveGRPC starts srv on addr ("" means a free loopback port) and returns
+// the address it listens on.
+func (e *Env) serveGRPC(addr string, srv *grpc.Server) (string, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	e.grpc = srv
+	go func() { _ = srv.Serve(ln) }()
+	return ln.Addr().String(), nil
+}
+
+// stopGRPC stops the grpc-go server gracefully, or at once when ctx ends.
+func (e *Env) stopGRPC(ctx context.Context) {
+	if e.grpc == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		e.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.grpc.Stop()
+		<-done
+	}
 }
 
 // Close stops the API and the bank, waiting (within ctx) for requests in
 // flight to finish, and closes the database pool.
 func (e *Env) Close(ctx context.Context) error {
 	var errs []error
-	// The API first: its requests in flight may still call the bank.
+	// The APIs first: their requests in flight may still call the bank.
+	e.stopGRPC(ctx)
 	for i := len(e.servers) - 1; i >= 0; i-- {
 		if err := e.servers[i].Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop server: %w", err))

@@ -44,8 +44,11 @@ import (
 )
 
 // defaultAddr is where -serve listens unless -addr says otherwise; the
-// curl examples of docs/http.md use it.
-const defaultAddr = "127.0.0.1:8080"
+// curl examples of docs/http.md use it. defaultGRPCAddr is the grpc-go server's.
+const (
+	defaultAddr     = "127.0.0.1:8080"
+	defaultGRPCAddr = "127.0.0.1:9090"
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -56,7 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	serve := fl.Bool("serve", false, "serve the API until interrupted instead of playing the demo")
-	addr := fl.String("addr", defaultAddr, "listen address of the API with -serve")
+	addr := fl.String("addr", defaultAddr, "listen address of the API with -serve (HTTP, and Connect and gRPC over h2c)")
+	grpcAddr := fl.String("grpc-addr", defaultGRPCAddr, "listen address of the grpc-go server with -serve")
 	bankDelay := fl.Duration("bank-delay", scenario.DefaultBankDelay, "how long each transfer at the fake bank takes")
 	if err := fl.Parse(args); err != nil {
 		return 2
@@ -71,7 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := demo(ctx, stdout, stderr, *serve, *addr, *bankDelay); err != nil {
+	if err := demo(ctx, stdout, stderr, *serve, *addr, *grpcAddr, *bankDelay); err != nil {
 		if errors.Is(err, context.Canceled) {
 			fmt.Fprintln(stderr, "demo: interrupted")
 		} else {
@@ -83,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // demo finds or starts a database, then plays the demo or serves the API.
-func demo(ctx context.Context, stdout, stderr io.Writer, serve bool, addr string, bankDelay time.Duration) (err error) {
+func demo(ctx context.Context, stdout, stderr io.Writer, serve bool, addr, grpcAddr string, bankDelay time.Duration) (err error) {
 	dbURL := os.Getenv("DATABASE_URL")
 	if dbURL != "" {
 		fmt.Fprintln(stdout, "Using the database in DATABASE_URL.")
@@ -116,7 +120,7 @@ func demo(ctx context.Context, stdout, stderr io.Writer, serve bool, addr string
 		return err
 	}
 
-	opts.Addr = addr
+	opts.Addr, opts.GRPCAddr = addr, grpcAddr
 	env, err := scenario.Start(ctx, dbURL, opts)
 	if err != nil {
 		return err
@@ -126,6 +130,8 @@ func demo(ctx context.Context, stdout, stderr io.Writer, serve bool, addr string
 	fmt.Fprintf(stdout, "  curl -i %s/v1/charges \\\n", env.APIURL)
 	fmt.Fprintf(stdout, "    -H 'Authorization: Bearer acct_42' -H 'Idempotency-Key: \"order-1042\"' -H 'Content-Type: application/json' \\\n")
 	fmt.Fprintf(stdout, "    -d '{\"amount_cents\":1250,\"currency\":\"EUR\",\"card\":{\"number\":\"4242424242424242\",\"exp_month\":12,\"exp_year\":2030},\"description\":\"order 1042\"}'\n\n")
+	fmt.Fprintf(stdout, "The same service answers gRPC on %s (grpc-go, runtime/idemgrpc) and Connect and gRPC on %s\n", env.GRPCAddr, env.APIURL)
+	fmt.Fprintf(stdout, "(connect-go, runtime/idemconnect): see docs/grpc.md.\n\n")
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nStopping the API.")

@@ -1,0 +1,315 @@
+package idemconnect_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemconnect"
+	"github.com/idemgen/idemgen/runtime/idemtest"
+)
+
+func TestMain(m *testing.M) { idemtest.Main(m) }
+
+// The tests serve three procedures on loopback, with well-known types as
+// messages (the amount in, the payment id out): Charge is atomic, Payout
+// external and blocks until released, Get has no side effects.
+
+var (
+	chargeMethod = &idem.Method[int64]{Name: "Test.Charge"}
+	payoutMethod = &idem.Method[int64]{Name: "Test.Payout", LockTimeout: 4 * time.Second}
+)
+
+type (
+	in  = wrapperspb.Int64Value
+	out = wrapperspb.Int64Value
+)
+
+type svc struct {
+	db       *idemtest.DB
+	store    *idem.Store
+	attempts atomic.Int64
+	executed atomic.Int64
+	started  chan struct{}
+	release  chan struct{}
+	mu       sync.Mutex
+	keys     []string // the Idempotency-Key header of every attempt at Charge
+	fail     func(attempt int64) error
+	sawKey   chan string
+	url      string
+}
+
+func fingerprint(amount int64) []byte {
+	f := idem.NewFingerprinter("Test.Charge")
+	f.Field("Amount")
+	f.Int(amount)
+	return f.Sum()
+}
+
+func (s *svc) charge(ctx context.Context, req *connect.Request[in]) (*connect.Response[out], error) {
+	n := s.attempts.Add(1)
+	s.mu.Lock()
+	s.keys = append(s.keys, req.Header().Get(idemconnect.HeaderKey))
+	s.mu.Unlock()
+	if s.fail != nil {
+		if err := s.fail(n); err != nil {
+			return nil, err
+		}
+	}
+	amount := req.Msg.GetValue()
+	id, err := idem.Atomic(ctx, s.store, chargeMethod, fingerprint(amount), func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		s.executed.Add(1)
+		var id int64
+		err := tx.QueryRow(ctx, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`, amount).Scan(&id)
+		return id, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(wrapperspb.Int64(id)), nil
+}
+
+func (s *svc) payout(ctx context.Context, req *connect.Request[in]) (*connect.Response[out], error) {
+	id, err := idem.External(ctx, s.store, payoutMethod, fingerprint(req.Msg.GetValue()), func(ctx context.Context) (int64, error) {
+		s.executed.Add(1)
+		s.started <- struct{}{}
+		select {
+		case <-s.release:
+			return 99, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(wrapperspb.Int64(id)), nil
+}
+
+func (s *svc) get(ctx context.Context, _ *connect.Request[in]) (*connect.Response[out], error) {
+	key, _ := idem.KeyFrom(ctx)
+	s.sawKey <- key
+	return connect.NewResponse(wrapperspb.Int64(7)), nil
+}
+
+func bearerScope(_ context.Context, req connect.AnyRequest) (string, error) {
+	acct, ok := strings.CutPrefix(req.Header().Get("Authorization"), "Bearer ")
+	if !ok {
+		return "", errors.New("no bearer token")
+	}
+	return acct, nil
+}
+
+func start(t *testing.T) *svc {
+	t.Helper()
+	s := &svc{
+		db:      idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`)),
+		started: make(chan struct{}, 1),
+		release: make(chan struct{}),
+		sawKey:  make(chan string, 16),
+	}
+	var err error
+	s.store, err = idem.NewStore(s.db.Pool)
+	require.NoError(t, err)
+	ic := connect.WithInterceptors(idemconnect.NewHandlerInterceptor(idemconnect.HandlerConfig{Scope: bearerScope}))
+	mux := http.NewServeMux()
+	mux.Handle("/test.Payments/Charge", connect.NewUnaryHandler("/test.Payments/Charge", s.charge, ic))
+	mux.Handle("/test.Payments/Payout", connect.NewUnaryHandler("/test.Payments/Payout", s.payout, ic))
+	mux.Handle("/test.Payments/Get", connect.NewUnaryHandler("/test.Payments/Get", s.get, ic,
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects)))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	s.url = srv.URL
+	return s
+}
+
+func (s *svc) client(procedure string, opts ...connect.ClientOption) *connect.Client[in, out] {
+	return connect.NewClient[in, out](http.DefaultClient, s.url+"/test.Payments/"+procedure, opts...)
+}
+
+func (s *svc) count(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM payments`).Scan(&n))
+	return n
+}
+
+func send(ctx context.Context, c *connect.Client[in, out], account, key string, amount int64) (*connect.Response[out], error) {
+	req := connect.NewRequest(wrapperspb.Int64(amount))
+	if account != "" {
+		req.Header().Set("Authorization", "Bearer "+account)
+	}
+	if key != "" {
+		req.Header().Set(idemconnect.HeaderKey, key)
+	}
+	return c.CallUnary(ctx, req)
+}
+
+func TestReplayOverConnect(t *testing.T) {
+	s := start(t)
+	c := s.client("Charge")
+	first, err := send(t.Context(), c, "acct_1", "ch-1", 500)
+	require.NoError(t, err)
+	assert.Empty(t, first.Header().Get(idemconnect.HeaderReplayed))
+	assert.Equal(t, "86400", first.Header().Get(idemconnect.HeaderRetention))
+	again, err := send(t.Context(), c, "acct_1", `"ch-1"`, 500) // the quoted form is the same key
+	require.NoError(t, err)
+	assert.Equal(t, "true", again.Header().Get(idemconnect.HeaderReplayed))
+	assert.Equal(t, first.Msg.GetValue(), again.Msg.GetValue())
+	assert.Equal(t, 1, s.count(t))
+}
+
+func TestErrorsAsConnectCodes(t *testing.T) {
+	s := start(t)
+	c := s.client("Charge")
+	_, err := send(t.Context(), c, "acct_1", "", 500)
+	assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "missing key: %v", err)
+	_, err = send(t.Context(), c, "acct_1", strings.Repeat("k", 256), 500)
+	assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "malformed key: %v", err)
+	_, err = send(t.Context(), c, "", "k1", 500)
+	assert.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "no scope: %v", err)
+	_, err = send(t.Context(), c, "acct_1", "k1", 500)
+	require.NoError(t, err)
+	_, err = send(t.Context(), c, "acct_1", "k1", 999)
+	assert.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "mismatch: %v", err)
+	assert.Equal(t, 1, s.count(t))
+}
+
+func TestTwinGetsAbortedWithRetryInfo(t *testing.T) {
+	s := start(t)
+	c := s.client("Payout")
+	done := make(chan error, 1)
+	go func() {
+		_, err := send(t.Context(), c, "acct_1", "po-1", 700)
+		done <- err
+	}()
+	<-s.started
+	_, err := send(t.Context(), c, "acct_1", "po-1", 700)
+	assert.Equal(t, connect.CodeAborted, connect.CodeOf(err), "twin: %v", err)
+	d, ok := idemconnect.RetryDelay(err)
+	assert.True(t, ok, "RetryInfo")
+	assert.GreaterOrEqual(t, d, time.Second)
+	close(s.release)
+	require.NoError(t, <-done)
+	resp, err := send(t.Context(), c, "acct_1", "po-1", 700)
+	require.NoError(t, err)
+	assert.Equal(t, "true", resp.Header().Get(idemconnect.HeaderReplayed))
+	assert.Equal(t, int64(1), s.executed.Load())
+}
+
+func TestNoSideEffectsSkipsTheLedger(t *testing.T) {
+	s := start(t)
+	c := s.client("Get", connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithInterceptors(idemconnect.NewClientInterceptor(idemconnect.ClientConfig{})))
+	resp, err := send(t.Context(), c, "", "", 0)
+	require.NoError(t, err, "no key and no scope needed")
+	assert.Equal(t, int64(7), resp.Msg.GetValue())
+	assert.Empty(t, resp.Header().Get(idemconnect.HeaderRetention))
+	_, err = send(t.Context(), c, "acct_1", "k", 0)
+	require.NoError(t, err)
+	assert.Equal(t, "", <-s.sawKey, "the client interceptor adds no key to a read")
+	assert.Equal(t, "", <-s.sawKey, "the handler interceptor does not put a key in the context")
+}
+
+func TestHandlerInterceptorRequiresAScope(t *testing.T) {
+	assert.PanicsWithValue(t, idemconnect.ErrNoScope, func() { idemconnect.NewHandlerInterceptor(idemconnect.HandlerConfig{}) })
+	assert.NotPanics(t, func() { idemconnect.NewHandlerInterceptor(idemconnect.HandlerConfig{SingleTenant: true}) })
+}
+
+func retrying(retries *atomic.Int64) connect.Option {
+	return connect.WithInterceptors(idemconnect.NewClientInterceptor(idemconnect.ClientConfig{
+		BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond,
+		OnRetry: func(string, int, error) { retries.Add(1) },
+	}))
+}
+
+func TestClientKeepsOneKeyAcrossItsRetries(t *testing.T) {
+	s := start(t)
+	var retries atomic.Int64
+	c := s.client("Charge", retrying(&retries))
+	s.fail = func(n int64) error {
+		if n <= 2 {
+			return connect.NewError(connect.CodeUnavailable, errors.New("try again"))
+		}
+		return nil
+	}
+	_, err := send(t.Context(), c, "acct_1", "", 500)
+	require.NoError(t, err)
+	_, err = send(t.Context(), c, "acct_1", "", 500)
+	require.NoError(t, err)
+	s.mu.Lock()
+	keys := append([]string(nil), s.keys...)
+	s.mu.Unlock()
+	require.Len(t, keys, 4)
+	assert.NotEmpty(t, keys[0])
+	assert.Equal(t, []string{keys[0], keys[0], keys[0]}, keys[:3], "every attempt of a call carries its key")
+	assert.NotEqual(t, keys[0], keys[3], "a new call is a new intention")
+	assert.Equal(t, int64(2), retries.Load())
+	assert.Equal(t, 2, s.count(t))
+}
+
+func TestClientRetriesOnlyWhatItShould(t *testing.T) {
+	aborted := idemconnect.Error(&idem.InProgressError{})
+	for _, tc := range []struct {
+		name     string
+		err      error
+		attempts int64
+	}{
+		{"aborted with RetryInfo", aborted, 3},
+		{"unavailable", connect.NewError(connect.CodeUnavailable, errors.New("down")), 3},
+		{"aborted without RetryInfo", connect.NewError(connect.CodeAborted, errors.New("conflict")), 1},
+		{"mismatch", idemconnect.Error(idem.ErrMismatch), 1},
+		{"outcome unknown", idemconnect.Error(idem.ErrOutcomeNotRecorded), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t)
+			c := s.client("Charge", connect.WithInterceptors(idemconnect.NewClientInterceptor(idemconnect.ClientConfig{
+				MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond,
+			})))
+			s.fail = func(int64) error { return tc.err }
+			_, err := send(t.Context(), c, "acct_1", "", 500)
+			assert.Equal(t, connect.CodeOf(tc.err), connect.CodeOf(err))
+			assert.Equal(t, tc.attempts, s.attempts.Load())
+		})
+	}
+}
+
+func TestClientNeverWaitsPastTheDeadline(t *testing.T) {
+	s := start(t)
+	var retries atomic.Int64
+	c := s.client("Charge", retrying(&retries))
+	s.fail = func(int64) error { return idemconnect.Error(&idem.InProgressError{RetryAfter: 20 * time.Second}) }
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := send(ctx, c, "acct_1", "", 500)
+	assert.Equal(t, connect.CodeAborted, connect.CodeOf(err))
+	assert.Equal(t, int64(1), s.attempts.Load(), "a retry 20s away is past the 10s deadline: not made")
+	assert.Zero(t, retries.Load())
+}
+
+func TestRequestIDAndIsUUID4(t *testing.T) {
+	const id = "0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5c"
+	assert.True(t, idemconnect.IsUUID4(id))
+	assert.True(t, idemconnect.IsUUID4(strings.ToUpper(id)))
+	assert.False(t, idemconnect.IsUUID4("00000000-0000-0000-0000-000000000000"), "the nil UUID")
+	assert.False(t, idemconnect.IsUUID4("0b6f1e0c-5a4e-1f3b-9d2a-7c1e2f3a4b5c"), "version 1")
+	got, ok := idemconnect.RequestID(wrapperspb.Int64(5))
+	assert.True(t, ok)
+	assert.Empty(t, got, "a message without a request_id field has none")
+	got, ok = idemconnect.RequestID(wrapperspb.String(id))
+	assert.True(t, ok)
+	assert.Empty(t, got, "a field of another name is not the request_id")
+}

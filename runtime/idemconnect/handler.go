@@ -1,0 +1,153 @@
+package idemconnect
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+)
+
+// Header names, the same as runtime/idemhttp's: over the gRPC protocol they
+// travel as the lower-case metadata keys runtime/idemgrpc uses.
+const (
+	HeaderKey       = idemhttp.HeaderKey
+	HeaderReplayed  = idemhttp.HeaderReplayed
+	HeaderRetention = idemhttp.HeaderRetention
+)
+
+// ScopeFunc returns the scope a request's idempotency key belongs to, usually
+// the authenticated account, read from the request's headers or from what
+// an authentication interceptor that ran before put in ctx.
+type ScopeFunc func(ctx context.Context, req connect.AnyRequest) (string, error)
+
+// HandlerConfig configures NewHandlerInterceptor. Exactly one of Scope and
+// SingleTenant must be set, as for idemhttp.Config.
+type HandlerConfig struct {
+	// Policy validates keys; the zero value means idem.DefaultKeyPolicy.
+	Policy idem.KeyPolicy
+	// Scope, if set, is called for every request that carries a key; its
+	// result is stored with idem.ContextWithScope. An error or an empty
+	// scope is answered with CodePermissionDenied, without showing the error.
+	Scope ScopeFunc
+	// SingleTenant, set instead of Scope, says that every caller shares one
+	// key space.
+	SingleTenant bool
+}
+
+// ErrNoScope is the panic value of NewHandlerInterceptor when the
+// HandlerConfig sets neither Scope nor SingleTenant, or both.
+var ErrNoScope = errors.New("idemconnect: NewHandlerInterceptor: set HandlerConfig.Scope to the function that names each request's tenant, " +
+	"or HandlerConfig.SingleTenant if every caller may share one key space (and not both)")
+
+// NewHandlerInterceptor returns the handler interceptor the package doc
+// describes. It panics with ErrNoScope unless exactly one of cfg.Scope and
+// cfg.SingleTenant is set.
+func NewHandlerInterceptor(cfg HandlerConfig) connect.Interceptor {
+	if (cfg.Scope == nil) == !cfg.SingleTenant {
+		panic(ErrNoScope)
+	}
+	if cfg.Policy == (idem.KeyPolicy{}) {
+		cfg.Policy = idem.DefaultKeyPolicy
+	}
+	return &handler{cfg: cfg}
+}
+
+type handler struct{ cfg HandlerConfig }
+
+// WrapUnary implements connect.Interceptor.
+func (h *handler) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient || req.Spec().IdempotencyLevel == connect.IdempotencyNoSideEffects {
+			return next(ctx, req)
+		}
+		key, err := h.key(req)
+		if err != nil {
+			return nil, Error(err)
+		}
+		if key == "" {
+			// The generated wrapper refuses the call with idem.ErrNoKey.
+			resp, err := next(ctx, req)
+			return resp, Error(err)
+		}
+		if h.cfg.Scope != nil {
+			scope, err := h.cfg.Scope(ctx, req)
+			if err == nil && scope == "" {
+				err = errors.New("empty scope")
+			}
+			if err != nil {
+				return nil, connect.NewError(connect.CodePermissionDenied, errors.New("the account this request belongs to could not be determined, "+
+					"so its idempotency key cannot be applied; check the request's credentials"))
+			}
+			if err := idem.ValidateScope(scope); err != nil {
+				return nil, Error(err)
+			}
+			ctx = idem.ContextWithScope(ctx, scope)
+		}
+		ctx = idem.ContextWithKey(ctx, key)
+		ctx, outcome := idem.ContextWithOutcome(ctx)
+		resp, err := next(ctx, req)
+		err = Error(err)
+		stamp(resp, err, outcome)
+		return resp, err
+	}
+}
+
+// key returns the request's key: its AIP-155 request_id if it has one, else
+// the Idempotency-Key header (bare or as a Structured Field string, as
+// idemhttp.ParseKey reads it), else "".
+func (h *handler) key(req connect.AnyRequest) (string, error) {
+	var fromHeader string
+	if vals := req.Header().Values(HeaderKey); len(vals) > 0 {
+		var err error
+		if fromHeader, err = idemhttp.ParseKey(vals, h.cfg.Policy); err != nil {
+			return "", err
+		}
+	}
+	id, ok := RequestID(req.Any())
+	switch {
+	case !ok:
+		return "", keyErr("field %s is not a UUID4 (36 characters, version 4, the nil UUID refused), as AIP-155 requires", RequestIDField)
+	case id == "":
+		return fromHeader, nil
+	case fromHeader != "" && !strings.EqualFold(fromHeader, id):
+		return "", keyErr("the %s header and field %s name different keys; send one, or the same in both", HeaderKey, RequestIDField)
+	}
+	return id, h.cfg.Policy.Validate(id)
+}
+
+// stamp adds the replay and retention headers to the response, or to the
+// error's metadata.
+func stamp(resp connect.AnyResponse, err error, o *idem.Outcome) {
+	var header interface{ Set(k, v string) }
+	var ce *connect.Error
+	switch {
+	case err == nil && resp != nil:
+		header = resp.Header()
+	case errors.As(err, &ce):
+		header = ce.Meta()
+	default:
+		return
+	}
+	if d := o.Retention(); d > 0 {
+		header.Set(HeaderRetention, strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	}
+	if o.Replayed() {
+		header.Set(HeaderReplayed, "true")
+	}
+}
+
+// WrapStreamingClient implements connect.Interceptor: streams pass through.
+func (h *handler) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler implements connect.Interceptor: streams pass through.
+func (h *handler) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}

@@ -1,0 +1,188 @@
+package idemgrpc_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemgrpc"
+)
+
+const uuid4 = "0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5c"
+
+func TestReplayOverGRPC(t *testing.T) {
+	s, cc := start(t)
+
+	first, h1, err := call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 500))
+	require.NoError(t, err)
+	assert.Empty(t, h1.Get(idemgrpc.MetadataReplayed), "the first response is not a replay")
+	assert.Equal(t, []string{"86400"}, h1.Get(idemgrpc.MetadataRetention), "the store's default retention, 24h")
+
+	again, h2, err := call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 500))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"true"}, h2.Get(idemgrpc.MetadataReplayed))
+	assert.Equal(t, []string{"86400"}, h2.Get(idemgrpc.MetadataRetention))
+	assert.Equal(t, paymentID(first), paymentID(again), "the replay is the first answer")
+
+	other, h3, err := call(t.Context(), cc, "Charge", "acct_2", "ch-1", newReq("", 500))
+	require.NoError(t, err, "the same key in another scope is another request")
+	assert.Empty(t, h3.Get(idemgrpc.MetadataReplayed))
+	assert.NotEqual(t, paymentID(first), paymentID(other))
+
+	assert.Equal(t, 2, s.count(t))
+	assert.Equal(t, int64(2), s.executed.Load())
+}
+
+func TestRequestIDWorksAsMetadataKey(t *testing.T) {
+	s, cc := start(t)
+	first, _, err := call(t.Context(), cc, "Charge", "acct_1", "", newReq(uuid4, 500))
+	require.NoError(t, err)
+	again, h, err := call(t.Context(), cc, "Charge", "acct_1", "", newReq(uuid4, 500))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
+	assert.Equal(t, paymentID(first), paymentID(again))
+
+	byMD, h, err := call(t.Context(), cc, "Charge", "acct_1", uuid4, newReq("", 500))
+	require.NoError(t, err, "the request_id and the same metadata key are one key")
+	assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
+	assert.Equal(t, paymentID(first), paymentID(byMD))
+
+	_, _, err = call(t.Context(), cc, "Charge", "acct_1", "", newReq(uuid4, 501))
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "a request_id reused with another request is a mismatch: %v", err)
+	assert.Equal(t, 1, s.count(t))
+}
+
+func TestRequestIDValidatedAsAIP155Says(t *testing.T) {
+	s, cc := start(t)
+	for _, id := range []string{
+		"00000000-0000-0000-0000-000000000000", // nil UUID
+		"0b6f1e0c-5a4e-1f3b-9d2a-7c1e2f3a4b5c", // version 1
+		"0b6f1e0c-5a4e-4f3b-7d2a-7c1e2f3a4b5c", // wrong variant
+		"0b6f1e0c5a4e4f3b9d2a7c1e2f3a4b5c",     // no hyphens
+		"0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5g", // not hex
+	} {
+		_, _, err := call(t.Context(), cc, "Charge", "acct_1", "", newReq(id, 500))
+		assert.Equal(t, codes.InvalidArgument, status.Code(err), "%s: %v", id, err)
+	}
+	_, _, err := call(t.Context(), cc, "Charge", "acct_1", "other-key", newReq(uuid4, 500))
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "metadata and request_id disagree: %v", err)
+	assert.Equal(t, 0, s.count(t))
+	assert.Zero(t, s.attempts.Load(), "refused before the handler")
+}
+
+func TestErrorsAsCodes(t *testing.T) {
+	s, cc := start(t)
+	_, _, err := call(t.Context(), cc, "Charge", "acct_1", "", newReq("", 500))
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "missing key: %v", err)
+
+	_, _, err = call(t.Context(), cc, "Charge", "acct_1", strings.Repeat("k", 256), newReq("", 500))
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "malformed key: %v", err)
+
+	_, _, err = call(t.Context(), cc, "Charge", "", "k1", newReq("", 500))
+	assert.Equal(t, codes.PermissionDenied, status.Code(err), "no scope: %v", err)
+
+	_, _, err = call(t.Context(), cc, "Charge", "acct_1", "k1", newReq("", 500))
+	require.NoError(t, err)
+	_, _, err = call(t.Context(), cc, "Charge", "acct_1", "k1", newReq("", 999))
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "mismatch: %v", err)
+	assert.NotContains(t, status.Convert(err).Message(), "k1", "the message does not echo the key")
+	assert.Equal(t, 1, s.count(t))
+}
+
+func TestTwinGetsAbortedWithRetryInfo(t *testing.T) {
+	s, cc := start(t)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
+		done <- err
+	}()
+	<-s.started // the first call holds the key
+	_, _, err := call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
+	st := status.Convert(err)
+	assert.Equal(t, codes.Aborted, st.Code(), "twin: %v", err)
+	d, ok := idemgrpc.RetryDelay(st)
+	assert.True(t, ok, "the in-progress answer carries RetryInfo")
+	assert.GreaterOrEqual(t, d, time.Second)
+	close(s.release)
+	require.NoError(t, <-done)
+	_, h, err := call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
+	assert.Equal(t, int64(1), s.executed.Load())
+}
+
+func TestNoSideEffectsMethodPassesThrough(t *testing.T) {
+	s, cc := start(t)
+	out, h, err := call(t.Context(), cc, "Get", "", "", newReq("", 0))
+	require.NoError(t, err, "no key, no scope: the method is not the ledger's")
+	assert.Equal(t, int64(7), paymentID(out))
+	assert.Empty(t, h.Get(idemgrpc.MetadataRetention))
+	_, _, err = call(t.Context(), cc, "Get", "acct_1", "k", newReq("", 0))
+	require.NoError(t, err)
+	assert.Equal(t, "", <-s.sawKey)
+	assert.Equal(t, "", <-s.sawKey, "the key is not put in the context of a NO_SIDE_EFFECTS method")
+	assert.True(t, idemgrpc.NoSideEffects("/"+service+"/Get"))
+	assert.False(t, idemgrpc.NoSideEffects("/"+service+"/Payout"))
+	assert.False(t, idemgrpc.NoSideEffects("/no.such.Service/Get"))
+}
+
+func TestServerInterceptorRequiresAScope(t *testing.T) {
+	assert.PanicsWithValue(t, idemgrpc.ErrNoScope, func() { idemgrpc.UnaryServerInterceptor(idemgrpc.ServerConfig{}) })
+	assert.PanicsWithValue(t, idemgrpc.ErrNoScope, func() {
+		idemgrpc.UnaryServerInterceptor(idemgrpc.ServerConfig{Scope: bearerScope, SingleTenant: true})
+	})
+	assert.NotPanics(t, func() { idemgrpc.UnaryServerInterceptor(idemgrpc.ServerConfig{SingleTenant: true}) })
+}
+
+func TestMap(t *testing.T) {
+	for _, tc := range []struct {
+		err   error
+		code  codes.Code
+		retry time.Duration
+	}{
+		{&idem.InProgressError{RetryAfter: 2500 * time.Millisecond}, codes.Aborted, 2500 * time.Millisecond},
+		{fmt.Errorf("charge: %w", &idem.InProgressError{}), codes.Aborted, time.Second},
+		{idem.ErrLockLost, codes.Aborted, time.Second},
+		{&idem.MismatchError{Key: "secret"}, codes.FailedPrecondition, 0},
+		{idem.ErrNoKey, codes.InvalidArgument, 0},
+		{&idem.KeyError{Reason: "too long"}, codes.InvalidArgument, 0},
+		{&idem.ScopeError{Reason: "not UTF-8"}, codes.PermissionDenied, 0},
+		{fmt.Errorf("claim: %w", idem.ErrStore), codes.Unavailable, 0},
+		{idem.ErrOutcomeNotRecorded, codes.Internal, 0},
+		{errors.Join(idem.ErrOutcomeNotRecorded, idem.ErrStore), codes.Unavailable, 0},
+	} {
+		st, ok := idemgrpc.Status(tc.err)
+		require.True(t, ok, "%v", tc.err)
+		assert.Equal(t, tc.code, st.Code(), "%v", tc.err)
+		d, has := idemgrpc.RetryDelay(st)
+		assert.Equal(t, tc.retry > 0, has, "%v", tc.err)
+		assert.Equal(t, tc.retry, d, "%v", tc.err)
+		assert.NotContains(t, st.Message(), "secret")
+	}
+	_, ok := idemgrpc.Map(errors.New("card declined"))
+	assert.False(t, ok, "the application's own errors are its own")
+	own := status.Error(codes.NotFound, "no such payment")
+	assert.Equal(t, own, idemgrpc.Error(own))
+}
+
+func TestIsUUID4(t *testing.T) {
+	for s, want := range map[string]bool{
+		uuid4:                                  true,
+		strings.ToUpper(uuid4):                 true,
+		"00000000-0000-0000-0000-000000000000": false,
+		"ffffffff-ffff-ffff-ffff-ffffffffffff": false,
+		"0b6f1e0c-5a4e-4f3b-cd2a-7c1e2f3a4b5c": false,
+		"0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5":  false,
+		"{0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b}": false,
+	} {
+		assert.Equal(t, want, idemgrpc.IsUUID4(s), s)
+	}
+}
