@@ -211,7 +211,7 @@ func tryWindow(cfg Config, schema ledger.Schema, dir map[string][]byte, m string
 		case !ok && !hasKey(cfg.Written, name):
 			return nil, fmt.Sprintf("planned without it, the directory would also get %s", name)
 		case !ok && cfg.Written[name] != "" && stamp.FileSum(out[name]) != cfg.Written[name]:
-			return nil, fmt.Sprintf("written back from the other files, %s would not hold what idemgen wrote there before (a later migration changed the table it creates)", name)
+			return nil, fmt.Sprintf("written back from the other files, %s would not hold what idemgen wrote there before (a later migration changed its table, or this idemgen writes it differently)", name)
 		case !ok:
 			back[name] = out[name]
 		}

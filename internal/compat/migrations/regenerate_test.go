@@ -19,9 +19,17 @@ import (
 // exampleModule copies the example package into a fresh module, builds
 // idemgen there and generates the package once, as a user who vendored the
 // example would. It returns the module and the idemgen binary.
-func exampleModule(t *testing.T) (dir, idemgen string) {
+// With fresh, the example's generated files are left out, so its first run
+// writes every migration with today's templates; without, the committed
+// history (written by the templates of its day, the ledger altered since)
+// is kept.
+func exampleModule(t *testing.T, fresh bool) (dir, idemgen string) {
 	t.Helper()
-	dir = testmod.New(t, "shop", testmod.ExampleFiles(t))
+	files := testmod.ExampleFiles(t)
+	if fresh {
+		files = testmod.FreshExampleFiles(t)
+	}
+	dir = testmod.New(t, "shop", files)
 	idemgen = filepath.Join(t.TempDir(), "idemgen")
 	cmd := exec.Command("go", "build", "-o", idemgen, "github.com/idemgen/idemgen/cmd/idemgen")
 	cmd.Dir = dir
@@ -64,7 +72,7 @@ func listDir(t *testing.T, dir string) []string {
 // and goose failed with column "idempotency_key" does not exist. Now the
 // file comes back under its own name, byte for byte, and the set applies.
 func TestDeletedMigrationRegeneratesToASetThatApplies(t *testing.T) {
-	dir, idemgen := exampleModule(t)
+	dir, idemgen := exampleModule(t, true)
 	mig := filepath.Join(dir, "example", "migrations")
 	before := listDir(t, mig)
 	const cols = "00003_idemgen_inline_payments.sql"
@@ -115,7 +123,7 @@ func TestDeletedMigrationRegeneratesToASetThatApplies(t *testing.T) {
 // (its name unknown) the index migration that would run before its columns
 // is named instead.
 func TestDeletedMigrationThatCannotComeBackIsRefused(t *testing.T) {
-	dir, idemgen := exampleModule(t)
+	dir, idemgen := exampleModule(t, false)
 	mig := filepath.Join(dir, "example", "migrations")
 	const create = "00002_idemgen_create_idempotency_keys.sql"
 	require.NoError(t, os.Remove(filepath.Join(mig, create)))
@@ -124,7 +132,7 @@ func TestDeletedMigrationThatCannotComeBackIsRefused(t *testing.T) {
 	code, _, stderr := runIdemgen(t, dir, idemgen)
 	assert.Equal(t, 1, code)
 	assert.Equal(t, "example/migrations/"+create+": missing, and idemgen cannot write it back where it was: written back from the other files, "+create+
-		" would not hold what idemgen wrote there before (a later migration changed the table it creates). Restore it from version control (git checkout -- example/migrations/"+create+
+		" would not hold what idemgen wrote there before (a later migration changed its table, or this idemgen writes it differently). Restore it from version control (git checkout -- example/migrations/"+create+
 		"): existing migrations are never rewritten or renumbered (they may have been applied already).\n", stderr)
 	assert.Equal(t, before, listDir(t, mig), "nothing written")
 
