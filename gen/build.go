@@ -14,6 +14,10 @@ import (
 
 	"golang.org/x/tools/go/packages"
 
+	"github.com/idemgen/idemgen/gen/internal/diag"
+	"github.com/idemgen/idemgen/gen/internal/directive"
+	"github.com/idemgen/idemgen/gen/internal/load"
+	"github.com/idemgen/idemgen/gen/ir"
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
@@ -24,104 +28,11 @@ const (
 	idemtestPath = "github.com/idemgen/idemgen/runtime/idemtest"
 )
 
-// found is a directive located in the syntax, with the method it annotates.
-type found struct {
-	d    *Directive
-	decl *ast.FuncDecl // nil when not attached to a method
-}
-
-// findDirectives returns every idemgen directive in the package's files, in
-// source order, and the parse problems of each.
-func findDirectives(p *packages.Package, e *errs) []found {
-	var out []found
-	for _, f := range p.Syntax {
-		docOf := map[*ast.CommentGroup]*ast.FuncDecl{}
-		for _, decl := range f.Decls {
-			if fd, ok := decl.(*ast.FuncDecl); ok && fd.Doc != nil && fd.Recv != nil {
-				docOf[fd.Doc] = fd
-			}
-		}
-		for _, cg := range f.Comments {
-			for _, c := range cg.List {
-				line, ok := strings.CutPrefix(c.Text, "//go:generate ")
-				if !ok {
-					continue
-				}
-				pos := p.Fset.Position(c.Slash)
-				words, err := SplitCommand(line)
-				if err != nil {
-					e.add(pos, "cannot read the //go:generate line: %v", err)
-					continue
-				}
-				args, ok := IdemgenArgs(words)
-				if !ok {
-					continue
-				}
-				d, problems := ParseDirectiveArgs(args)
-				d.Pos = pos
-				for _, pr := range problems {
-					e.add(pos, "%s", pr)
-				}
-				fd := docOf[cg]
-				if fd == nil {
-					e.add(pos, "this idemgen directive is not attached to a method: put it in the doc comment directly above the method to make idempotent, e.g. func (p *Payments) Charge(ctx context.Context, tx pgx.Tx, req ChargeRequest) (Receipt, error)")
-				}
-				out = append(out, found{d: d, decl: fd})
-			}
-		}
-	}
-	return out
-}
-
-// Settings are the package-level values every directive must agree on.
-type settings struct {
-	table, migrations, format, tags string
-	tests                           bool
-}
-
-// mergeSettings resolves the package-level flags. Two directives that set
-// one differently are an error at both positions.
-func mergeSettings(ds []*Directive, e *errs) settings {
-	s := settings{table: ledger.DefaultTable, migrations: DefaultMigrations, format: DefaultMigrationFormat, tests: true}
-	for _, name := range []string{"table", "migrations", "migration-format", "tests", "tags"} {
-		var first *Directive
-		for _, d := range ds {
-			if !d.IsSet(name) {
-				continue
-			}
-			if first == nil {
-				first = d
-				continue
-			}
-			if d.set[name] != first.set[name] {
-				e.add(d.Pos, "-%s=%s disagrees with -%s=%s at %s: -%s applies to the whole package, so every directive that sets it must say the same", name, d.set[name], name, first.set[name], first.Pos, name)
-				e.add(first.Pos, "-%s=%s disagrees with -%s=%s at %s: -%s applies to the whole package, so every directive that sets it must say the same", name, first.set[name], name, d.set[name], d.Pos, name)
-			}
-		}
-		if first == nil {
-			continue
-		}
-		switch name {
-		case "table":
-			s.table = first.Table
-		case "migrations":
-			s.migrations = first.Migrations
-		case "migration-format":
-			s.format = first.MigrationFormat
-		case "tests":
-			s.tests = first.Tests
-		case "tags":
-			s.tags = first.Tags
-		}
-	}
-	return s
-}
-
 // builder builds the model of one package.
 type builder struct {
-	l     *loaded
+	l     *load.Package
 	pkg   *types.Package
-	e     *errs
+	e     *diag.Errs
 	names *namer
 	named map[string]*Named // by qualified type string
 	model *Package
@@ -136,9 +47,9 @@ type builder struct {
 
 // Build checks every idemgen directive of a loaded package and returns its
 // model. A package without directives returns (nil, nil).
-func build(l *loaded) (*Package, ErrorList) {
-	e := &errs{}
-	p := l.pkg
+func build(l *load.Package) (*Package, ErrorList) {
+	e := &diag.Errs{}
+	p := l.Pkg
 	// Type errors are expected while outputs are stale or absent: the
 	// package's own code may call the wrappers idemgen is about to write
 	// (idemgen reads its own files as empty). They only stop generation when
@@ -154,17 +65,17 @@ func build(l *loaded) (*Package, ErrorList) {
 	}
 	if len(fatal) > 0 {
 		reportBuildErrors(e, p, fatal)
-		return nil, e.list
+		return nil, e.List
 	}
-	fs := findDirectives(p, e)
+	fs := directive.Find(p.Fset, p.Syntax, e)
 	if len(fs) == 0 {
-		return nil, e.list
+		return nil, e.List
 	}
-	var ds []*Directive
+	var ds []*directive.Directive
 	for _, f := range fs {
-		ds = append(ds, f.d)
+		ds = append(ds, f.D)
 	}
-	st := mergeSettings(ds, e)
+	st := directive.MergeSettings(ds, e)
 	b := &builder{l: l, pkg: p.Types, e: e, named: map[string]*Named{}, fixtureSeen: map[string]bool{},
 		referred: map[string]bool{}, walked: map[types.Type]bool{}}
 	b.names = newNamer(p.Types.Scope())
@@ -172,39 +83,39 @@ func build(l *loaded) (*Package, ErrorList) {
 	if len(p.GoFiles) > 0 {
 		dir = filepath.Dir(p.GoFiles[0])
 	}
-	m := &Package{Path: p.PkgPath, Name: p.Name, Dir: dir, MigrationFormat: st.format, Tests: st.tests,
-		MigrationsDir: filepath.ToSlash(filepath.Clean(st.migrations))}
+	m := &Package{Path: p.PkgPath, Name: p.Name, Dir: dir, MigrationFormat: st.Format, Tests: st.Tests,
+		MigrationsDir: filepath.ToSlash(filepath.Clean(st.Migrations))}
 	b.model = m
-	if l, err := ledger.New(st.table); err != nil {
-		pos := fs[0].d.Pos
+	if l, err := ledger.New(st.Table); err != nil {
+		pos := fs[0].D.Pos
 		for _, f := range fs {
-			if f.d.IsSet("table") {
-				pos = f.d.Pos
+			if f.D.IsSet("table") {
+				pos = f.D.Pos
 				break
 			}
 		}
-		e.add(pos, "-table: %v", err)
+		e.Add(pos, "-table: %v", err)
 	} else {
 		m.Table, m.TableQuoted = l.Table.String(), l.Table.Quoted()
 	}
 
 	recvs := map[string]*Receiver{}
-	seen := map[*ast.FuncDecl]*Directive{}
-	dirOf := map[*Method]*Directive{}
+	seen := map[*ast.FuncDecl]*directive.Directive{}
+	dirOf := map[*Method]*directive.Directive{}
 	for _, f := range fs {
-		if f.decl == nil {
+		if f.Decl == nil {
 			continue
 		}
-		if prev := seen[f.decl]; prev != nil {
-			e.add(f.d.Pos, "method %s already has an idemgen directive at %s: keep one", f.decl.Name.Name, prev.Pos)
+		if prev := seen[f.Decl]; prev != nil {
+			e.Add(f.D.Pos, "method %s already has an idemgen directive at %s: keep one", f.Decl.Name.Name, prev.Pos)
 			continue
 		}
-		seen[f.decl] = f.d
-		meth := b.method(f.d, f.decl)
+		seen[f.Decl] = f.D
+		meth := b.method(f.D, f.Decl)
 		if meth == nil {
 			continue
 		}
-		dirOf[meth] = f.d
+		dirOf[meth] = f.D
 		r := recvs[meth.Receiver]
 		if r == nil {
 			r = &Receiver{Name: meth.Receiver}
@@ -227,21 +138,21 @@ func build(l *loaded) (*Package, ErrorList) {
 			}
 		}
 		reportBuildErrors(e, p, typeErrs)
-		return nil, e.list
+		return nil, e.List
 	}
-	files := sortedKeys(b.referred)
-	c, err := combinedConstraint(files)
+	files := load.SortedKeys(b.referred)
+	c, err := load.CombinedConstraint(files)
 	if err != nil {
-		e.add(positionOf(files[0]), "%v", err)
-		return nil, e.list
+		e.Add(load.PositionOf(files[0]), "%v", err)
+		return nil, e.List
 	}
 	m.Constraint = c
 	b.allocateNames()
 	if m.Tests {
 		b.checkFixtures()
 	}
-	if len(e.list) > 0 {
-		return nil, e.list
+	if len(e.List) > 0 {
+		return nil, e.List
 	}
 	return m, nil
 }
@@ -249,17 +160,17 @@ func build(l *loaded) (*Package, ErrorList) {
 // checkWrapperNames refuses two annotated methods whose wrapper methods
 // would share a name: the InTx variant of an atomic M is MInTx, which must
 // not be annotated too.
-func checkWrapperNames(r *Receiver, dirOf map[*Method]*Directive, e *errs) {
+func checkWrapperNames(r *Receiver, dirOf map[*Method]*directive.Directive, e *diag.Errs) {
 	byName := map[string]*Method{}
 	for _, m := range r.Methods {
 		byName[m.Name] = m
 	}
 	for _, m := range r.Methods {
 		other := byName[m.Name+"InTx"]
-		if m.Mode != ModeAtomic || other == nil {
+		if m.Mode != ir.ModeAtomic || other == nil {
 			continue
 		}
-		e.add(dirOf[m].Pos, "the wrapper %s gets a method %sInTx (%s run in the caller's transaction), which collides with the wrapper of the annotated method %s.%s at %s; rename one of the two methods", "Idempotent"+r.Name, m.Name, m.Name, r.Name, other.Name, dirOf[other].Pos)
+		e.Add(dirOf[m].Pos, "the wrapper %s gets a method %sInTx (%s run in the caller's transaction), which collides with the wrapper of the annotated method %s.%s at %s; rename one of the two methods", "Idempotent"+r.Name, m.Name, m.Name, r.Name, other.Name, dirOf[other].Pos)
 	}
 }
 
@@ -267,9 +178,9 @@ func isTypeError(pe packages.Error) bool { return pe.Kind == packages.TypeError 
 
 // reportBuildErrors says plainly that the package does not build, with the
 // compiler's own messages.
-func reportBuildErrors(e *errs, p *packages.Package, list []packages.Error) {
+func reportBuildErrors(e *diag.Errs, p *packages.Package, list []packages.Error) {
 	for _, pe := range list {
-		e.add(posOf(pe.Pos), "package %s does not type-check, so idemgen cannot read its methods: %s; fix the build first (idemgen ignores the files it wrote itself)", p.PkgPath, pe.Msg)
+		e.Add(posOf(pe.Pos), "package %s does not type-check, so idemgen cannot read its methods: %s; fix the build first (idemgen ignores the files it wrote itself)", p.PkgPath, pe.Msg)
 	}
 }
 
@@ -300,11 +211,11 @@ func posOf(s string) token.Position {
 }
 
 // method checks one annotated method and returns its model, or nil.
-func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
-	fset := b.l.pkg.Fset
-	fn, _ := b.l.pkg.TypesInfo.Defs[decl.Name].(*types.Func)
+func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *Method {
+	fset := b.l.Pkg.Fset
+	fn, _ := b.l.Pkg.TypesInfo.Defs[decl.Name].(*types.Func)
 	if fn == nil {
-		b.e.add(d.Pos, "cannot resolve method %s", decl.Name.Name)
+		b.e.Add(d.Pos, "cannot resolve method %s", decl.Name.Name)
 		return nil
 	}
 	sig := fn.Type().(*types.Signature)
@@ -319,11 +230,11 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 	}
 	recv, ok := types.Unalias(rt).(*types.Named)
 	if !ok {
-		b.e.add(namePos, "cannot read the receiver type of %s", decl.Name.Name)
+		b.e.Add(namePos, "cannot read the receiver type of %s", decl.Name.Name)
 		return nil
 	}
 	if recv.TypeParams().Len() > 0 {
-		b.e.add(namePos, "%s has a generic receiver %s: idemgen wraps methods of non-generic types only; move the method to a concrete type", decl.Name.Name, recv.Obj().Name())
+		b.e.Add(namePos, "%s has a generic receiver %s: idemgen wraps methods of non-generic types only; move the method to a concrete type", decl.Name.Name, recv.Obj().Name())
 		return nil
 	}
 	b.referObj(fn)
@@ -344,44 +255,44 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		Retention: d.Retention, LockTimeout: d.LockTimeout, FinalErrors: d.FinalErrors, Storm: d.Storm,
 	}
 	m.Key = m.Receiver + "." + m.Name
-	m.Ledger = ledgerName(b.l.pkg.PkgPath, m.Receiver, m.Name)
+	m.Ledger = ledgerName(b.l.Pkg.PkgPath, m.Receiver, m.Name)
 	if !fn.Exported() {
-		b.e.add(namePos, "method %s is unexported: the wrapper exposes a method of the same name, so export it (or wrap an exported method that calls it)", m.Key)
+		b.e.Add(namePos, "method %s is unexported: the wrapper exposes a method of the same name, so export it (or wrap an exported method that calls it)", m.Key)
 	}
 	params := sig.Params()
 	ok = true
 	if sig.Variadic() {
-		b.e.add(namePos, "%s is variadic: a variadic call cannot be fingerprinted reliably; take a slice parameter instead", m.Key)
+		b.e.Add(namePos, "%s is variadic: a variadic call cannot be fingerprinted reliably; take a slice parameter instead", m.Key)
 		ok = false
 	}
 	if params.Len() == 0 || !isNamed(params.At(0).Type(), "context", "Context") {
-		b.e.add(namePos, "%s must take a context.Context as its first parameter: the idempotency key and scope travel in it (idem.ContextWithKey, idem.ContextWithScope)", m.Key)
+		b.e.Add(namePos, "%s must take a context.Context as its first parameter: the idempotency key and scope travel in it (idem.ContextWithKey, idem.ContextWithScope)", m.Key)
 		return nil
 	}
 	first := 1
 	hasTx := params.Len() > 1 && isNamed(params.At(1).Type(), pgxPath, "Tx")
 	switch {
-	case d.Mode == string(ModeAtomic) && !hasTx:
-		b.e.add(d.Pos, "-mode=atomic needs a pgx.Tx as the second parameter of %s, so the claim and the work commit together; add tx pgx.Tx or drop -mode to use external mode", m.Key)
+	case d.Mode == string(ir.ModeAtomic) && !hasTx:
+		b.e.Add(d.Pos, "-mode=atomic needs a pgx.Tx as the second parameter of %s, so the claim and the work commit together; add tx pgx.Tx or drop -mode to use external mode", m.Key)
 		ok = false
-	case d.Mode == string(ModeExternal) && hasTx:
-		b.e.add(d.Pos, "-mode=external runs %s outside any transaction, but it takes a pgx.Tx; remove the tx parameter or drop -mode to use atomic mode", m.Key)
+	case d.Mode == string(ir.ModeExternal) && hasTx:
+		b.e.Add(d.Pos, "-mode=external runs %s outside any transaction, but it takes a pgx.Tx; remove the tx parameter or drop -mode to use atomic mode", m.Key)
 		ok = false
 	}
 	if hasTx {
-		m.Mode = ModeAtomic
+		m.Mode = ir.ModeAtomic
 		first = 2
 	} else {
-		m.Mode = ModeExternal
+		m.Mode = ir.ModeExternal
 	}
-	if m.Mode == ModeAtomic && d.IsSet("lock-timeout") {
-		b.e.add(d.Pos, "-lock-timeout applies to external-mode methods only; %s runs in one transaction (it takes a pgx.Tx), so remove -lock-timeout", m.Key)
+	if m.Mode == ir.ModeAtomic && d.IsSet("lock-timeout") {
+		b.e.Add(d.Pos, "-lock-timeout applies to external-mode methods only; %s runs in one transaction (it takes a pgx.Tx), so remove -lock-timeout", m.Key)
 		ok = false
 	}
 	for i := 1; i < params.Len(); i++ {
 		if i > 1 || !hasTx {
 			if isNamed(params.At(i).Type(), pgxPath, "Tx") {
-				b.e.add(fset.Position(params.At(i).Pos()), "%s takes a pgx.Tx as parameter %d: the transaction must come right after ctx (atomic mode)", m.Key, i+1)
+				b.e.Add(fset.Position(params.At(i).Pos()), "%s takes a pgx.Tx as parameter %d: the transaction must come right after ctx (atomic mode)", m.Key, i+1)
 				ok = false
 			}
 		}
@@ -391,10 +302,10 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 	res := sig.Results()
 	switch {
 	case res.Len() == 0 || !isError(res.At(res.Len()-1).Type()):
-		b.e.add(namePos, "%s must return error as its last result (R, error) or error: failures are how a retry knows to run again", m.Key)
+		b.e.Add(namePos, "%s must return error as its last result (R, error) or error: failures are how a retry knows to run again", m.Key)
 		ok = false
 	case res.Len() > 2:
-		b.e.add(namePos, "%s returns %d results: return (R, error) or error; put several values in a struct", m.Key, res.Len())
+		b.e.Add(namePos, "%s returns %d results: return (R, error) or error; put several values in a struct", m.Key, res.Len())
 		ok = false
 	case res.Len() == 2:
 		r := res.At(0)
@@ -438,13 +349,13 @@ func (b *builder) method(d *Directive, decl *ast.FuncDecl) *Method {
 		v, isVar := obj.(*types.Var)
 		switch {
 		case obj == nil:
-			b.e.add(d.Pos, "-final-errors: %s is not declared in package %s; declare it as a package-level sentinel, e.g. var %s = errors.New(\"...\")", n, b.pkg.Name(), n)
+			b.e.Add(d.Pos, "-final-errors: %s is not declared in package %s; declare it as a package-level sentinel, e.g. var %s = errors.New(\"...\")", n, b.pkg.Name(), n)
 			ok = false
 		case !isVar:
-			b.e.add(d.Pos, "-final-errors: %s is a %s, not a package-level error variable; declare var %s = errors.New(\"...\")", n, kindOf(obj), n)
+			b.e.Add(d.Pos, "-final-errors: %s is a %s, not a package-level error variable; declare var %s = errors.New(\"...\")", n, kindOf(obj), n)
 			ok = false
 		case !types.Implements(v.Type(), errorType()) && !types.Implements(types.NewPointer(v.Type()), errorType()):
-			b.e.add(d.Pos, "-final-errors: %s has type %s, which is not an error; name a package-level error variable", n, types.TypeString(v.Type(), types.RelativeTo(b.pkg)))
+			b.e.Add(d.Pos, "-final-errors: %s has type %s, which is not an error; name a package-level error variable", n, types.TypeString(v.Type(), types.RelativeTo(b.pkg)))
 			ok = false
 		}
 	}
@@ -647,7 +558,7 @@ func (b *builder) referObj(obj types.Object) {
 	if obj == nil || obj.Pkg() != b.pkg || !obj.Pos().IsValid() {
 		return
 	}
-	if f := b.l.pkg.Fset.Position(obj.Pos()).Filename; f != "" {
+	if f := b.l.Pkg.Fset.Position(obj.Pos()).Filename; f != "" {
 		b.referred[f] = true
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/gen/ir"
 )
 
 // emitter renders the Go files of one package model.
@@ -62,13 +64,13 @@ func (e *emitter) emitGo() ([]byte, error) {
 		f.Add(e.wrapperType(r))
 		f.Add(e.constructor(r))
 		for _, m := range r.Methods {
-			if m.Mode == ModeInline {
+			if m.Mode == ir.ModeInline {
 				e.inlineMethod(f, r, m)
 				continue
 			}
 			f.Add(e.methodVar(m))
 			f.Add(e.wrapperMethod(r, m, false))
-			if m.Mode == ModeAtomic {
+			if m.Mode == ir.ModeAtomic {
 				f.Add(e.wrapperMethod(r, m, true))
 			}
 			f.Add(e.guard(m))
@@ -87,9 +89,9 @@ func (e *emitter) emitGo() ([]byte, error) {
 // typ is the one types → jen.Code helper.
 func (e *emitter) typ(t *Type) *jen.Statement {
 	switch t.Kind {
-	case KindBasic:
+	case ir.KindBasic:
 		return jen.Id(t.Basic)
-	case KindNamed:
+	case ir.KindNamed:
 		var s *jen.Statement
 		if t.PkgPath == e.m.Path {
 			s = jen.Id(t.Name)
@@ -104,22 +106,22 @@ func (e *emitter) typ(t *Type) *jen.Statement {
 			s = s.Types(args...)
 		}
 		return s
-	case KindPointer:
+	case ir.KindPointer:
 		return jen.Op("*").Add(e.typ(t.Elem))
-	case KindSlice:
+	case ir.KindSlice:
 		return jen.Index().Add(e.typ(t.Elem))
-	case KindArray:
+	case ir.KindArray:
 		return jen.Index(jen.Lit(int(t.Len))).Add(e.typ(t.Elem))
-	case KindMap:
+	case ir.KindMap:
 		return jen.Map(e.typ(t.Key)).Add(e.typ(t.Elem))
-	case KindStruct:
+	case ir.KindStruct:
 		var fields []jen.Code
 		for _, fl := range t.Fields {
 			var s *jen.Statement
 			switch {
 			case fl.Alias != nil:
 				s = e.typ(fl.Alias)
-				if fl.Type.Kind == KindPointer {
+				if fl.Type.Kind == ir.KindPointer {
 					s = jen.Op("*").Add(s)
 				}
 			case fl.Embedded:
@@ -133,7 +135,7 @@ func (e *emitter) typ(t *Type) *jen.Statement {
 			fields = append(fields, s)
 		}
 		return jen.Struct(fields...)
-	case KindFunc:
+	case ir.KindFunc:
 		var params, results []jen.Code
 		for i, p := range t.Params {
 			if t.Variadic && i == len(t.Params)-1 {
@@ -153,7 +155,7 @@ func (e *emitter) typ(t *Type) *jen.Statement {
 			return s.Add(results[0])
 		}
 		return s.Params(results...)
-	case KindChan:
+	case ir.KindChan:
 		switch t.ChanDir {
 		case "chan<-":
 			return jen.Chan().Op("<-").Add(e.typ(t.Elem))
@@ -161,7 +163,7 @@ func (e *emitter) typ(t *Type) *jen.Statement {
 			return jen.Op("<-").Chan().Add(e.typ(t.Elem))
 		}
 		return jen.Chan().Add(e.typ(t.Elem))
-	case KindInterface:
+	case ir.KindInterface:
 		var items []jen.Code
 		for _, fl := range t.Fields {
 			if fl.Embedded {
@@ -211,7 +213,7 @@ func retentionText(m *Method) string {
 }
 
 func modeText(m *Method) string {
-	if m.Mode == ModeAtomic {
+	if m.Mode == ir.ModeAtomic {
 		return "Mode: atomic. The claim, the work and the stored response commit in one transaction, or not at all."
 	}
 	lt := "the store's lock timeout (1m by default)"
@@ -323,7 +325,7 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 	params := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
 	var args, callArgs []jen.Code
 	callArgs = append(callArgs, jen.Id("ctx"))
-	if m.Mode == ModeAtomic {
+	if m.Mode == ir.ModeAtomic {
 		callArgs = append(callArgs, jen.Id("tx"))
 	}
 	if inTx {
@@ -347,7 +349,7 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 		core = "AtomicInTx"
 		coreArgs = append(coreArgs, jen.Id("tx"))
 		bodyParams = append(bodyParams, jen.Id("tx").Qual(pgxPath, "Tx"))
-	case m.Mode == ModeAtomic:
+	case m.Mode == ir.ModeAtomic:
 		bodyParams = append(bodyParams, jen.Id("tx").Qual(pgxPath, "Tx"))
 	default:
 		core = "External"
@@ -389,7 +391,7 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 //	var _ runGoGeneratePaymentsCharge = (*Payments).Charge
 func (e *emitter) guard(m *Method) jen.Code {
 	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context")}
-	if m.Mode == ModeAtomic {
+	if m.Mode == ir.ModeAtomic {
 		params = append(params, jen.Qual(pgxPath, "Tx"))
 	}
 	for _, p := range m.Params {
@@ -441,7 +443,7 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 			Func().Id(n.Helper).Add(params).Block(jen.Id("f").Dot("Text").Call(arg)).Line()
 	}
 	var hashed, left []string
-	if n.Underlying.Kind == KindStruct {
+	if n.Underlying.Kind == ir.KindStruct {
 		for _, fl := range n.Underlying.Fields {
 			if fl.Omitted {
 				if fl.Name != "_" {
@@ -453,14 +455,14 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 		}
 	}
 	doc := fmt.Sprintf("%s writes %s %s into a fingerprint.", n.Helper, article(n.Type.Name), n.Type.Display())
-	if n.Underlying.Kind == KindStruct {
+	if n.Underlying.Kind == ir.KindStruct {
 		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, field by field: %s.", n.Helper, article(n.Type.Name), n.Type.Display(), orNone(hashed))
 		if len(left) > 0 {
 			doc += fmt.Sprintf(" Left out (idem:\"-\"): %s.", strings.Join(left, ", "))
 		}
 	}
 	v := jen.Id("v")
-	if n.Underlying.Kind == KindNamed {
+	if n.Underlying.Kind == ir.KindNamed {
 		// type Date time.Time: hashed as the type it converts to.
 		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, as the %s.%s it converts to.", n.Helper, article(n.Type.Name), n.Type.Display(), path.Base(n.Underlying.PkgPath), n.Underlying.Name)
 		v = e.typ(n.Underlying).Call(v)
@@ -493,14 +495,14 @@ func (e *emitter) reachesRecursive(t *Type, seen map[*Named]bool) bool {
 		return false
 	}
 	switch t.Kind {
-	case KindNamed:
+	case ir.KindNamed:
 		n := e.named[t.NamedKey()]
 		if n == nil || seen[n] {
 			return false
 		}
 		seen[n] = true
 		return n.Recursive || e.reachesRecursive(n.Underlying, seen)
-	case KindStruct:
+	case ir.KindStruct:
 		for _, fl := range t.Fields {
 			if !fl.Omitted && e.reachesRecursive(fl.Type, seen) {
 				return true
@@ -532,11 +534,11 @@ func orNone(s []string) string {
 //	type runGoGenerateChargeRequestFields struct{ Amount int64; Currency string }
 //	var _ = runGoGenerateChargeRequestFields(ChargeRequest{})
 func (e *emitter) structGuard(n *Named) jen.Code {
-	if n.Text || n.Underlying.Kind != KindStruct {
+	if n.Text || n.Underlying.Kind != ir.KindStruct {
 		return nil
 	}
 	for _, fl := range n.Underlying.Fields {
-		if fl.Type.Kind == KindOther && strings.Contains(fl.Type.Expr, ".") {
+		if fl.Type.Kind == ir.KindOther && strings.Contains(fl.Type.Expr, ".") {
 			return nil
 		}
 	}
@@ -550,9 +552,9 @@ func (e *emitter) structGuard(n *Named) jen.Code {
 func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 	f := func(method string, args ...jen.Code) jen.Code { return jen.Id("f").Dot(method).Call(args...) }
 	switch t.Kind {
-	case KindBasic:
+	case ir.KindBasic:
 		return e.fpBasic(t.Basic, v, false)
-	case KindNamed:
+	case ir.KindNamed:
 		if t.PkgPath == "time" && t.Name == "Time" {
 			return []jen.Code{f("Time", v)}
 		}
@@ -560,24 +562,24 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 			return []jen.Code{jen.Id(n.Helper).Call(jen.Id("f"), v)}
 		}
 		return e.fpBasic(t.Basic, v, true)
-	case KindPointer:
+	case ir.KindPointer:
 		return []jen.Code{jen.If(v.Clone().Op("==").Nil()).Block(f("Nil")).Else().Block(
 			append([]jen.Code{f("Ptr")}, e.cycleGuard(t.Elem, v, e.fpValue(t.Elem, deref(t.Elem, v), depth))...)...)}
-	case KindSlice, KindArray:
-		if t.Kind == KindSlice && t.Elem.Kind == KindBasic && (t.Elem.Basic == "byte" || t.Elem.Basic == "uint8") {
+	case ir.KindSlice, ir.KindArray:
+		if t.Kind == ir.KindSlice && t.Elem.Kind == ir.KindBasic && (t.Elem.Basic == "byte" || t.Elem.Basic == "uint8") {
 			return []jen.Code{f("Bytes", v)}
 		}
 		el := jen.Id(fmt.Sprintf("e%d", depth))
 		var cond *jen.Statement
-		if t.Kind == KindSlice {
+		if t.Kind == ir.KindSlice {
 			cond = e.nilCond(v) // before the elements, which may hold slices
 		}
 		loop := []jen.Code{jen.For(jen.List(jen.Id("_"), el.Clone()).Op(":=").Range().Add(v.Clone())).Block(e.fpValue(t.Elem, el, depth+1)...)}
-		if t.Kind == KindArray {
+		if t.Kind == ir.KindArray {
 			return append([]jen.Code{f("Len", jen.Len(v.Clone()))}, loop...)
 		}
 		return []jen.Code{jen.If(cond).Block(f("Nil")).Else().Block(append([]jen.Code{f("Len", jen.Len(v.Clone()))}, e.cycleGuard(t.Elem, v, loop)...)...)}
-	case KindMap:
+	case ir.KindMap:
 		k := jen.Id(fmt.Sprintf("k%d", depth))
 		cond := e.nilCond(v)
 		body := append(e.fpValue(t.Key, k.Clone(), depth+1), e.fpValue(t.Elem, v.Clone().Index(k.Clone()), depth+1)...)
@@ -585,7 +587,7 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 		return []jen.Code{jen.If(cond).Block(f("Nil")).Else().Block(
 			append([]jen.Code{f("Len", jen.Len(v.Clone()))}, e.cycleGuard(t.Elem, v, loop)...)...,
 		)}
-	case KindStruct:
+	case ir.KindStruct:
 		var out []jen.Code
 		for _, fl := range t.Fields {
 			if fl.Omitted {
@@ -593,8 +595,8 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 			}
 			out = append(out, f("Field", jen.Lit(fl.Name)))
 			// idem:",emptyisnil": an empty value is written as nil.
-			bytes := fl.Type.Kind == KindSlice && fl.Type.Elem.Kind == KindBasic && (fl.Type.Elem.Basic == "byte" || fl.Type.Elem.Basic == "uint8")
-			collection := fl.Type.Kind == KindMap || fl.Type.Kind == KindSlice && !bytes
+			bytes := fl.Type.Kind == ir.KindSlice && fl.Type.Elem.Kind == ir.KindBasic && (fl.Type.Elem.Basic == "byte" || fl.Type.Elem.Basic == "uint8")
+			collection := fl.Type.Kind == ir.KindMap || fl.Type.Kind == ir.KindSlice && !bytes
 			e.emptyIsNil = fl.EmptyIsNil && collection
 			val := e.fpValue(fl.Type, v.Clone().Dot(fl.Name), depth)
 			if fl.EmptyIsNil && !collection {
@@ -649,7 +651,7 @@ func (e *emitter) fpBasic(basic string, v *jen.Statement, named bool) []jen.Code
 // deref dereferences a pointer expression, with parentheses only where a
 // selector or index follows.
 func deref(elem *Type, v *jen.Statement) *jen.Statement {
-	if elem.Kind == KindMap || elem.Kind == KindStruct {
+	if elem.Kind == ir.KindMap || elem.Kind == ir.KindStruct {
 		return jen.Parens(jen.Op("*").Add(v.Clone()))
 	}
 	return jen.Op("*").Add(v.Clone())

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/gen/ir"
 )
 
 // Names the generated tests declare: the package-level idemtest.Package,
@@ -90,7 +92,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 	name := "Test" + r.Wrapper + m.Name
 	var body []jen.Code
 	if s.argsType != nil {
-		body = append(body, jen.Comment(argsType+" are the arguments of "+m.Key+" after ctx"+map[bool]string{true: " and tx", false: ""}[m.Mode != ModeExternal]+"."),
+		body = append(body, jen.Comment(argsType+" are the arguments of "+m.Key+" after ctx"+map[bool]string{true: " and tx", false: ""}[m.Mode != ir.ModeExternal]+"."),
 			jen.Type().Id(argsType).Add(s.argsType))
 	}
 	lit := jen.Qual(idemtestPath, s.kind).Types(jen.Op("*").Id(r.Name), jen.Op("*").Id(r.Wrapper), s.a.Clone(), e.result(m))
@@ -103,7 +105,7 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 // the package's fixtures leave out.
 func (e *emitter) testDoc(name, kind string, m *Method) []string {
 	doc := []string{fmt.Sprintf("%s runs the scenarios of idemtest.%s against %s on a real PostgreSQL.", name, kind, m.Key)}
-	if m.Mode != ModeInline && m.EffectFixture == "" {
+	if m.Mode != ir.ModeInline && m.EffectFixture == "" {
 		doc = append(doc, fmt.Sprintf("It counts executions, not effects: add func %s(t *testing.T, db *idemtest.DB) int to count those too.", effectFixtureName(m)))
 	}
 	if m.NoMismatch != "" {
@@ -126,7 +128,7 @@ type suiteLit struct {
 
 // suite builds the fields of m's suite literal.
 func (e *emitter) suite(r *Receiver, m *Method) suiteLit {
-	s := suiteLit{kind: map[Mode]string{ModeAtomic: "Atomic", ModeExternal: "External", ModeInline: "Inline"}[m.Mode]}
+	s := suiteLit{kind: map[Mode]string{ir.ModeAtomic: "Atomic", ir.ModeExternal: "External", ir.ModeInline: "Inline"}[m.Mode]}
 	ad := e.adapt(r, m)
 	s.a, s.argsType = ad.a, ad.argsType
 	field := func(name string, v jen.Code) { s.fields = append(s.fields, jen.Id(name).Op(":").Add(v).Op(",")) }
@@ -136,21 +138,21 @@ func (e *emitter) suite(r *Receiver, m *Method) suiteLit {
 	field("New", jen.Id(r.Fixture))
 	field("Wrap", jen.Id(r.Constructor))
 	field("Call", ad.call(m.Name, true, false))
-	if m.Mode != ModeExternal {
+	if m.Mode != ir.ModeExternal {
 		field("CallInTx", ad.call(m.Name+"InTx", true, true))
 	}
-	if m.Mode == ModeInline {
+	if m.Mode == ir.ModeInline {
 		field("Sweep", jen.Parens(jen.Op("*").Id(r.Wrapper)).Dot("Sweep"+m.Name+"Keys"))
 	}
-	field("Body", ad.call(m.Name, false, m.Mode != ModeExternal))
-	if m.Mode == ModeInline {
+	field("Body", ad.call(m.Name, false, m.Mode != ir.ModeExternal))
+	if m.Mode == ir.ModeInline {
 		field("Lookup", jen.Parens(jen.Op("*").Id(r.Name)).Dot(m.Inline.Lookup))
 	}
 	field("Sample", ad.sample)
 	if other := e.other(m, ad); other != nil {
 		field("Other", other)
 	}
-	if m.EffectFixture != "" && m.Mode != ModeInline {
+	if m.EffectFixture != "" && m.Mode != ir.ModeInline {
 		field("Effects", jen.Id(m.EffectFixture))
 	}
 	if m.Storm != 0 && m.Storm != 32 {

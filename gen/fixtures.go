@@ -10,6 +10,8 @@ import (
 	"go/types"
 	"strconv"
 	"strings"
+
+	"github.com/idemgen/idemgen/gen/ir"
 )
 
 // fixtureWant is a function the generated tests call and the user writes.
@@ -93,8 +95,8 @@ func pasteable(decl string) string {
 // directive that needs the fixture, with the exact function to add.
 func (b *builder) checkFixtures() {
 	var tp *types.Package
-	if b.l.test != nil && b.l.test.Types != nil {
-		tp = b.l.test.Types
+	if b.l.Test != nil && b.l.Test.Types != nil {
+		tp = b.l.Test.Types
 	}
 	for _, f := range b.fixtures {
 		var obj types.Object
@@ -120,14 +122,14 @@ func (b *builder) checkFixtures() {
 			continue
 		}
 		if obj == nil {
-			b.e.add(f.pos, "the generated tests need a fixture: add to a _test.go file of package %s\n\t%s\nwhich %s (or set -tests=false)", b.pkg.Name(), f.want, f.what)
+			b.e.Add(f.pos, "the generated tests need a fixture: add to a _test.go file of package %s\n\t%s\nwhich %s (or set -tests=false)", b.pkg.Name(), f.want, f.what)
 			continue
 		}
 		if f.other != nil {
-			b.e.add(f.pos, "optional fixture %s has the wrong signature %s; the generated tests call it as\n\t%s\nwhich %s (or rename it)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
+			b.e.Add(f.pos, "optional fixture %s has the wrong signature %s; the generated tests call it as\n\t%s\nwhich %s (or rename it)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
 			continue
 		}
-		b.e.add(f.pos, "fixture %s has the wrong signature %s; the generated tests need\n\t%s\nwhich %s (or set -tests=false)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
+		b.e.Add(f.pos, "fixture %s has the wrong signature %s; the generated tests need\n\t%s\nwhich %s (or set -tests=false)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
 	}
 }
 
@@ -183,7 +185,7 @@ func isPointerTo(t types.Type, pkg, name string) bool {
 // (count<Receiver><Method>Effects). When the package's tests declare it, every
 // twin, storm and failing-body test asserts how much it grew.
 func (b *builder) wantEffectFixture(pos token.Position, m *Method) {
-	if m.Mode == ModeInline {
+	if m.Mode == ir.ModeInline {
 		return // inline tests count the business rows themselves
 	}
 	name := effectFixtureName(m)
@@ -210,6 +212,6 @@ func (b *builder) checkEffectFixture(tp *types.Package, f fixtureWant, obj types
 			return
 		}
 	}
-	b.e.add(f.pos, "optional fixture %s has the wrong signature %s; the generated tests call it as\n\t%s\nwhich %s (or rename it)",
+	b.e.Add(f.pos, "optional fixture %s has the wrong signature %s; the generated tests call it as\n\t%s\nwhich %s (or rename it)",
 		f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
 }

@@ -14,8 +14,9 @@ import (
 
 	"golang.org/x/tools/txtar"
 
-	"github.com/idemgen/idemgen/internal/testmod"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/testmod"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected files and stderr of the golden cases in testdata/golden")

@@ -2,29 +2,15 @@ package gen
 
 import (
 	"fmt"
-	"go/token"
 	"go/types"
 	"sort"
 	"strings"
 
+	"github.com/idemgen/idemgen/gen/internal/directive"
+	"github.com/idemgen/idemgen/gen/ir"
 	"github.com/idemgen/idemgen/gen/migrations"
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
-
-// Inline is the model of an inline-mode method (-inline=TABLE
-// -lookup=METHOD): the key, scope and fingerprint live in the business
-// table's own row, the method's INSERT is the claim, and the lookup method
-// answers retries from the row.
-type Inline struct {
-	Table       string   // the business table, validated, e.g. orders or shop.orders
-	TableQuoted string   // the table as SQL, quoted
-	KeyColumn   string   // orders.idempotency_key, for doc comments
-	Index       string   // the partial unique index on (scope, key)
-	Lookup      string   // the lookup method, e.g. OrderByKey
-	DDL         []string // the statements that add the columns and the index (idempotent), for the generated tests
-
-	pos token.Position // the directive
-}
 
 // inlineLookupSig is the lookup's signature as a sentence.
 func inlineLookupSig(recv, name, result string) string {
@@ -33,33 +19,33 @@ func inlineLookupSig(recv, name, result string) string {
 
 // inline checks the inline-mode flags of a method and fills m.Inline. It
 // reports every problem at its position and returns false if there was one.
-func (b *builder) inline(d *Directive, m *Method, recv *types.Named, sig *types.Signature) bool {
+func (b *builder) inline(d *directive.Directive, m *Method, recv *types.Named, sig *types.Signature) bool {
 	ok := true
 	if d.Inline == "" {
-		b.e.add(d.Pos, "-lookup=%s is for inline mode: add -inline=TABLE naming the business table whose rows carry the key", d.Lookup)
+		b.e.Add(d.Pos, "-lookup=%s is for inline mode: add -inline=TABLE naming the business table whose rows carry the key", d.Lookup)
 		return false
 	}
 	schema, err := ledger.NewInline(d.Inline)
 	if err != nil {
-		b.e.add(d.Pos, "-inline: %v", err)
+		b.e.Add(d.Pos, "-inline: %v", err)
 		ok = false
 	}
 	hasTx := sig.Params().Len() > 1 && isNamed(sig.Params().At(1).Type(), pgxPath, "Tx")
 	if !hasTx {
-		b.e.add(d.Pos, "-inline needs a pgx.Tx as the second parameter of %s: its own INSERT, in that transaction, is the claim", m.Key)
+		b.e.Add(d.Pos, "-inline needs a pgx.Tx as the second parameter of %s: its own INSERT, in that transaction, is the claim", m.Key)
 		ok = false
 	}
 	if d.Mode != "" {
-		b.e.add(d.Pos, "-mode does not apply with -inline: inline mode is its own mode; remove -mode")
+		b.e.Add(d.Pos, "-mode does not apply with -inline: inline mode is its own mode; remove -mode")
 		ok = false
 	}
 	if len(d.FinalErrors) > 0 {
-		b.e.add(d.Pos, "-final-errors does not apply with -inline: a failed request writes no row, so there is nothing to replay an error from; use the ledger (drop -inline) to replay final errors")
+		b.e.Add(d.Pos, "-final-errors does not apply with -inline: a failed request writes no row, so there is nothing to replay an error from; use the ledger (drop -inline) to replay final errors")
 		ok = false
 	}
 	res := sig.Results()
 	if res.Len() != 2 {
-		b.e.add(d.Pos, "-inline needs %s to return (R, error): a retry is answered by the lookup from the row the first request wrote, "+
+		b.e.Add(d.Pos, "-inline needs %s to return (R, error): a retry is answered by the lookup from the row the first request wrote, "+
 			"so return what it wrote (the row, or its id) for the lookup to read back; a method that returns only an error keeps its key in the ledger (drop -inline and -lookup)", m.Key)
 		return false
 	}
@@ -67,16 +53,16 @@ func (b *builder) inline(d *Directive, m *Method, recv *types.Named, sig *types.
 	result := types.TypeString(res.At(0).Type(), types.RelativeTo(b.pkg))
 	want := inlineLookupSig(recvName, d.Lookup, result)
 	if d.Lookup == "" {
-		b.e.add(d.Pos, "-inline needs -lookup=METHOD, a method of %s that reads the row stored under a key:\n\t%s", recv.Obj().Name(), inlineLookupSig(recvName, m.Name+"ByKey", result))
+		b.e.Add(d.Pos, "-inline needs -lookup=METHOD, a method of %s that reads the row stored under a key:\n\t%s", recv.Obj().Name(), inlineLookupSig(recvName, m.Name+"ByKey", result))
 		return false
 	}
 	obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(recv), true, b.pkg, d.Lookup)
 	fn, isFunc := obj.(*types.Func)
 	if !isFunc {
-		b.e.add(d.Pos, "-lookup=%s: %s has no method %s; add\n\t%s\nwhich returns the row stored under k.Scope and k.Key, the fingerprint written with it, and an error wrapping pgx.ErrNoRows when there is none", d.Lookup, recv.Obj().Name(), d.Lookup, want)
+		b.e.Add(d.Pos, "-lookup=%s: %s has no method %s; add\n\t%s\nwhich returns the row stored under k.Scope and k.Key, the fingerprint written with it, and an error wrapping pgx.ErrNoRows when there is none", d.Lookup, recv.Obj().Name(), d.Lookup, want)
 		return false
 	}
-	pos := b.l.pkg.Fset.Position(fn.Pos())
+	pos := b.l.Pkg.Fset.Position(fn.Pos())
 	ls := fn.Type().(*types.Signature)
 	p, r := ls.Params(), ls.Results()
 	var problems []string
@@ -95,17 +81,17 @@ func (b *builder) inline(d *Directive, m *Method, recv *types.Named, sig *types.
 		}
 	}
 	if len(problems) > 0 {
-		b.e.add(pos, "%s is the lookup of %s (-lookup=%s), but %s; want\n\t%s", d.Lookup, m.Key, d.Lookup, strings.Join(problems, "; "), want)
+		b.e.Add(pos, "%s is the lookup of %s (-lookup=%s), but %s; want\n\t%s", d.Lookup, m.Key, d.Lookup, strings.Join(problems, "; "), want)
 		ok = false
 	}
 	if !ok {
 		return false
 	}
-	m.Mode = ModeInline
+	m.Mode = ir.ModeInline
 	m.Inline = &Inline{
 		Table: schema.Table.String(), TableQuoted: schema.Table.Quoted(),
 		KeyColumn: schema.Table.String() + "." + ledger.InlineKeyColumn,
-		Index:     schema.IndexName(), Lookup: d.Lookup, DDL: schema.DDL(), pos: d.Pos,
+		Index:     schema.IndexName(), Lookup: d.Lookup, DDL: schema.DDL(),
 	}
 	return true
 }
@@ -129,7 +115,7 @@ func (b *builder) checkInlineTables(recvs []*Receiver) {
 	for _, t := range tables {
 		list := by[t]
 		for _, m := range list[1:] {
-			b.e.add(m.Inline.pos, "%s and %s both keep their keys in %s (-inline=%s): a table holds the keys of one method; give one of them its own table or the ledger", list[0].Key, m.Key, t, t)
+			b.e.Add(posOf(m.Pos), "%s and %s both keep their keys in %s (-inline=%s): a table holds the keys of one method; give one of them its own table or the ledger", list[0].Key, m.Key, t, t)
 		}
 	}
 }

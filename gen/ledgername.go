@@ -1,5 +1,7 @@
 package gen
 
+import "github.com/idemgen/idemgen/gen/internal/diag"
+
 // maxLedgerName bounds a method's ledger value. It is one column of the
 // ledger's (scope, method, key) unique index, whose entries PostgreSQL caps
 // at about 2.7 kB; this leaves most of that to the scope and the key.
@@ -34,7 +36,7 @@ func ledgerName(pkgPath, receiver, method string) string {
 // while ledgerName includes the import path; the check keeps it so should
 // the naming ever change.
 func checkLedgerNames(pkgs []*Package) ErrorList {
-	var e errs
+	var e diag.Errs
 	seen := map[string]*Method{}
 	for _, p := range pkgs {
 		for _, r := range p.Receivers {
@@ -42,19 +44,19 @@ func checkLedgerNames(pkgs []*Package) ErrorList {
 				pos := posOf(m.Pos)
 				switch {
 				case p.Path == "" || p.Path == "command-line-arguments":
-					e.add(pos, "%s: package %s has no import path to name it by in the ledger; run idemgen on a package pattern (./...) inside a module, not on files", m.Key, p.Name)
+					e.Add(pos, "%s: package %s has no import path to name it by in the ledger; run idemgen on a package pattern (./...) inside a module, not on files", m.Key, p.Name)
 					continue
 				case len(m.Ledger) > maxLedgerName:
-					e.add(pos, "%s: its ledger name (import path, type and method) is %d bytes, more than the %d the ledger's index allows it; shorten the import path", m.Key, len(m.Ledger), maxLedgerName)
+					e.Add(pos, "%s: its ledger name (import path, type and method) is %d bytes, more than the %d the ledger's index allows it; shorten the import path", m.Key, len(m.Ledger), maxLedgerName)
 					continue
 				}
 				if other := seen[m.Ledger]; other != nil {
-					e.add(pos, "%s shares the ledger name %q with the method at %s: their keys would replay each other's responses; rename one", m.Key, m.Ledger, other.Pos)
+					e.Add(pos, "%s shares the ledger name %q with the method at %s: their keys would replay each other's responses; rename one", m.Key, m.Ledger, other.Pos)
 					continue
 				}
 				seen[m.Ledger] = m
 			}
 		}
 	}
-	return e.list
+	return e.List
 }

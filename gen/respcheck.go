@@ -48,7 +48,7 @@ func (w *respWalk) fail(pos token.Position, path string, t types.Type, why strin
 }
 
 func (w *respWalk) failFix(pos token.Position, path string, t types.Type, why, fix string) bool {
-	w.b.e.add(pos, "%s (%s) would not replay as returned: %s; %s", path, w.rel(t), why, fix)
+	w.b.e.Add(pos, "%s (%s) would not replay as returned: %s; %s", path, w.rel(t), why, fix)
 	return false
 }
 
@@ -205,7 +205,7 @@ func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, add
 				f := l.st.Field(i)
 				fpos := l.pos
 				if f.Pkg() == w.b.pkg {
-					fpos = w.b.l.pkg.Fset.Position(f.Pos())
+					fpos = w.b.l.Pkg.Fset.Position(f.Pos())
 				}
 				fpath := l.path + "." + f.Name()
 				tag, _ := reflect.StructTag(l.st.Tag(i)).Lookup("json")
@@ -236,7 +236,7 @@ func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, add
 						}
 						continue
 					}
-					w.b.e.add(fpos, "%s (%s) would not replay as returned: the field is unexported, and encoding/json drops it; export it, or tag it json:\"-\" (every caller then gets its zero value)", fpath, w.rel(f.Type()))
+					w.b.e.Add(fpos, "%s (%s) would not replay as returned: the field is unexported, and encoding/json drops it; export it, or tag it json:\"-\" (every caller then gets its zero value)", fpath, w.rel(f.Type()))
 					ok = false
 					continue
 				}
@@ -258,7 +258,7 @@ func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, add
 		cur = next
 	}
 	for _, p := range hiddenOrder {
-		w.b.e.add(hidden[p], "%s would not replay as returned: its type, from another package, has unexported fields that encoding/json drops; %s", p, respFix)
+		w.b.e.Add(hidden[p], "%s would not replay as returned: its type, from another package, has unexported fields that encoding/json drops; %s", p, respFix)
 		ok = false
 	}
 

@@ -6,6 +6,8 @@ import (
 	"go/types"
 	"reflect"
 	"strings"
+
+	"github.com/idemgen/idemgen/gen/ir"
 )
 
 // render converts a type to the model's representation, as generated code
@@ -15,16 +17,16 @@ func (b *builder) render(t types.Type) *Type {
 	switch t := types.Unalias(t).(type) {
 	case *types.Basic:
 		if t.Kind() == types.UnsafePointer {
-			return &Type{Kind: KindNamed, PkgPath: "unsafe", Name: "Pointer"}
+			return &Type{Kind: ir.KindNamed, PkgPath: "unsafe", Name: "Pointer"}
 		}
-		return &Type{Kind: KindBasic, Basic: t.Name()}
+		return &Type{Kind: ir.KindBasic, Basic: t.Name()}
 	case *types.Named:
-		out := &Type{Kind: KindNamed, Name: t.Obj().Name()}
+		out := &Type{Kind: ir.KindNamed, Name: t.Obj().Name()}
 		if t.Obj().Pkg() != nil {
 			out.PkgPath = t.Obj().Pkg().Path()
 		}
 		if out.PkgPath == "" { // error
-			return &Type{Kind: KindOther, Expr: t.Obj().Name()}
+			return &Type{Kind: ir.KindOther, Expr: t.Obj().Name()}
 		}
 		if bt, ok := t.Underlying().(*types.Basic); ok {
 			out.Basic = bt.Name()
@@ -34,15 +36,15 @@ func (b *builder) render(t types.Type) *Type {
 		}
 		return out
 	case *types.Pointer:
-		return &Type{Kind: KindPointer, Elem: b.render(t.Elem())}
+		return &Type{Kind: ir.KindPointer, Elem: b.render(t.Elem())}
 	case *types.Slice:
-		return &Type{Kind: KindSlice, Elem: b.render(t.Elem())}
+		return &Type{Kind: ir.KindSlice, Elem: b.render(t.Elem())}
 	case *types.Array:
-		return &Type{Kind: KindArray, Len: t.Len(), Elem: b.render(t.Elem())}
+		return &Type{Kind: ir.KindArray, Len: t.Len(), Elem: b.render(t.Elem())}
 	case *types.Map:
-		return &Type{Kind: KindMap, Key: b.render(t.Key()), Elem: b.render(t.Elem())}
+		return &Type{Kind: ir.KindMap, Key: b.render(t.Key()), Elem: b.render(t.Elem())}
 	case *types.Struct:
-		out := &Type{Kind: KindStruct}
+		out := &Type{Kind: ir.KindStruct}
 		for i := 0; i < t.NumFields(); i++ {
 			f := t.Field(i)
 			tag := t.Tag(i)
@@ -53,13 +55,13 @@ func (b *builder) render(t types.Type) *Type {
 				et = p.Elem()
 			}
 			if a, ok := et.(*types.Alias); ok && f.Embedded() && a.Obj().Pkg() != nil {
-				fl.Alias = &Type{Kind: KindNamed, Name: a.Obj().Name(), PkgPath: a.Obj().Pkg().Path()}
+				fl.Alias = &Type{Kind: ir.KindNamed, Name: a.Obj().Name(), PkgPath: a.Obj().Pkg().Path()}
 			}
 			out.Fields = append(out.Fields, fl)
 		}
 		return out
 	case *types.Signature:
-		out := &Type{Kind: KindFunc, Variadic: t.Variadic()}
+		out := &Type{Kind: ir.KindFunc, Variadic: t.Variadic()}
 		for i := 0; i < t.Params().Len(); i++ {
 			out.Params = append(out.Params, b.render(t.Params().At(i).Type()))
 		}
@@ -69,9 +71,9 @@ func (b *builder) render(t types.Type) *Type {
 		return out
 	case *types.Chan:
 		dir := map[types.ChanDir]string{types.SendRecv: "chan", types.SendOnly: "chan<-", types.RecvOnly: "<-chan"}[t.Dir()]
-		return &Type{Kind: KindChan, ChanDir: dir, Elem: b.render(t.Elem())}
+		return &Type{Kind: ir.KindChan, ChanDir: dir, Elem: b.render(t.Elem())}
 	case *types.Interface:
-		out := &Type{Kind: KindInterface}
+		out := &Type{Kind: ir.KindInterface}
 		for i := 0; i < t.NumEmbeddeds(); i++ {
 			out.Fields = append(out.Fields, Field{Type: b.render(t.EmbeddedType(i)), Embedded: true})
 		}
@@ -81,7 +83,7 @@ func (b *builder) render(t types.Type) *Type {
 		}
 		return out
 	}
-	return &Type{Kind: KindOther, Expr: types.TypeString(t, func(p *types.Package) string {
+	return &Type{Kind: ir.KindOther, Expr: types.TypeString(t, func(p *types.Package) string {
 		if p == b.pkg {
 			return ""
 		}
@@ -161,7 +163,7 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 			// The parameter itself (or its elements): there is no field to tag.
 			way = "give the parameter a type idemgen can hash: a plain value, or a struct whose unhashable fields are tagged idem:\"-\""
 		}
-		w.b.e.add(w.pos, "cannot fingerprint %s (%s): %s; %s", path, rel(t), why, way)
+		w.b.e.Add(w.pos, "cannot fingerprint %s (%s): %s; %s", path, rel(t), why, way)
 		return false
 	}
 	switch u := types.Unalias(t).(type) {
@@ -332,7 +334,7 @@ func (w *fpWalk) fields(st *types.Struct, path string, fieldPath []string, stack
 		}
 		tag := parseIdemTag(st.Tag(i))
 		if tag.problem != "" {
-			w.b.e.add(w.fieldPos(f), "field %s: %s", fp, tag.problem)
+			w.b.e.Add(w.fieldPos(f), "field %s: %s", fp, tag.problem)
 			ok = false
 			continue
 		}
@@ -346,7 +348,7 @@ func (w *fpWalk) fields(st *types.Struct, path string, fieldPath []string, stack
 				w.alike = true
 				w.emptyAlike = append(w.emptyAlike, fp)
 			default:
-				w.b.e.add(w.fieldPos(f), "field %s: idem:\",emptyisnil\" applies to slices and maps, not %s", fp, types.TypeString(f.Type(), w.b.qualifier))
+				w.b.e.Add(w.fieldPos(f), "field %s: idem:\",emptyisnil\" applies to slices and maps, not %s", fp, types.TypeString(f.Type(), w.b.qualifier))
 				ok = false
 				continue
 			}
@@ -369,7 +371,7 @@ func (w *fpWalk) fields(st *types.Struct, path string, fieldPath []string, stack
 // user's package declares it, else where the walk stands.
 func (w *fpWalk) fieldPos(f *types.Var) token.Position {
 	if f.Pkg() == w.b.pkg && f.Pos().IsValid() {
-		return w.b.l.pkg.Fset.Position(f.Pos())
+		return w.b.l.Pkg.Fset.Position(f.Pos())
 	}
 	return w.pos
 }

@@ -1,4 +1,9 @@
-package gen
+// Package ir is the generator's model: plain data saying what each annotated
+// method is (its mode, arguments, result, what its fingerprint hashes), built
+// by gen/internal/analyze and read by the emitters. It imports neither
+// go/types nor jennifer nor x/tools, so it prints as JSON (-debug-model) and
+// is tested without emitting anything.
+package ir
 
 import (
 	"fmt"
@@ -222,4 +227,17 @@ type Named struct {
 	// read, hashed by its MarshalText form (TextPtr: through a pointer
 	// receiver). Underlying is nil.
 	Text, TextPtr bool
+}
+
+// Inline is the model of an inline-mode method (-inline=TABLE
+// -lookup=METHOD): the key, scope and fingerprint live in the business
+// table's own row, the method's INSERT is the claim, and the lookup method
+// answers retries from the row.
+type Inline struct {
+	Table       string   // the business table, validated, e.g. orders or shop.orders
+	TableQuoted string   // the table as SQL, quoted
+	KeyColumn   string   // orders.idempotency_key, for doc comments
+	Index       string   // the partial unique index on (scope, key)
+	Lookup      string   // the lookup method, e.g. OrderByKey
+	DDL         []string // the statements that add the columns and the index (idempotent), for the generated tests
 }

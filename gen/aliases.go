@@ -1,0 +1,49 @@
+package gen
+
+import (
+	"github.com/idemgen/idemgen/gen/internal/diag"
+	"github.com/idemgen/idemgen/gen/internal/directive"
+	"github.com/idemgen/idemgen/gen/ir"
+	"github.com/idemgen/idemgen/gen/stamp"
+)
+
+// The model, re-exported: see package ir.
+type (
+	Package  = ir.Package
+	Receiver = ir.Receiver
+	Method   = ir.Method
+	Param    = ir.Param
+	Mutation = ir.Mutation
+	Type     = ir.Type
+	Kind     = ir.Kind
+	Field    = ir.Field
+	Named    = ir.Named
+	Inline   = ir.Inline
+	Mode     = ir.Mode
+)
+
+// The modes, re-exported: see ir.Mode.
+const (
+	ModeAtomic   = ir.ModeAtomic
+	ModeExternal = ir.ModeExternal
+	ModeInline   = ir.ModeInline
+)
+
+// Errors, re-exported: see package diag.
+type (
+	// Error is a problem at a position in the user's source.
+	Error = diag.Error
+	// ErrorList is every problem found in a run, sorted by position.
+	ErrorList = diag.ErrorList
+)
+
+// Directive is one parsed //go:generate idemgen line: see package directive.
+type Directive = directive.Directive
+
+// ParseDirectiveArgs parses the flags of a directive (everything after the
+// command). Unknown, repeated or malformed flags and positional arguments
+// are errors.
+func ParseDirectiveArgs(args []string) (*Directive, []string) { return directive.Parse(args) }
+
+// Header is the first line of every Go file idemgen writes.
+const Header = stamp.Header
