@@ -3,6 +3,7 @@ package gen
 import (
 	"github.com/idemgen/idemgen/gen/internal/diag"
 	"github.com/idemgen/idemgen/gen/internal/directive"
+	"github.com/idemgen/idemgen/gen/internal/names"
 	"github.com/idemgen/idemgen/gen/ir"
 	"github.com/idemgen/idemgen/gen/stamp"
 )
@@ -47,3 +48,17 @@ func ParseDirectiveArgs(args []string) (*Directive, []string) { return directive
 
 // Header is the first line of every Go file idemgen writes.
 const Header = stamp.Header
+
+// NoMismatch says why the generated tests of m (a method of p) have no
+// mismatch scenario and, when p has tests, how to add one; "" when they
+// have one.
+func NoMismatch(p *Package, m *Method) string {
+	if !m.NoMismatch() {
+		return ""
+	}
+	return noMismatchText(p, m)
+}
+
+// EffectFixtureDecl is the declaration of the optional fixture counting the
+// effects of m, as a user adds it to a _test.go file.
+func EffectFixtureDecl(m *Method) string { return names.EffectDecl(m.Receiver, m.Name) }

@@ -6,7 +6,6 @@ import (
 	"go/token"
 	"go/types"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/gen/internal/diag"
 	"github.com/idemgen/idemgen/gen/internal/directive"
 	"github.com/idemgen/idemgen/gen/internal/load"
+	"github.com/idemgen/idemgen/gen/internal/names"
 	"github.com/idemgen/idemgen/gen/ir"
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
@@ -33,9 +33,8 @@ type builder struct {
 	l     *load.Package
 	pkg   *types.Package
 	e     *diag.Errs
-	names *namer
-	named map[string]*Named // by qualified type string
-	model *Package
+	named map[string]*ir.Named // by qualified type string
+	model *ir.Package
 
 	fixtures    []fixtureWant
 	fixtureSeen map[string]bool
@@ -47,7 +46,7 @@ type builder struct {
 
 // Build checks every idemgen directive of a loaded package and returns its
 // model. A package without directives returns (nil, nil).
-func build(l *load.Package) (*Package, ErrorList) {
+func build(l *load.Package) (*ir.Package, ErrorList) {
 	e := &diag.Errs{}
 	p := l.Pkg
 	// Type errors are expected while outputs are stale or absent: the
@@ -76,14 +75,13 @@ func build(l *load.Package) (*Package, ErrorList) {
 		ds = append(ds, f.D)
 	}
 	st := directive.MergeSettings(ds, e)
-	b := &builder{l: l, pkg: p.Types, e: e, named: map[string]*Named{}, fixtureSeen: map[string]bool{},
+	b := &builder{l: l, pkg: p.Types, e: e, named: map[string]*ir.Named{}, fixtureSeen: map[string]bool{},
 		referred: map[string]bool{}, walked: map[types.Type]bool{}}
-	b.names = newNamer(p.Types.Scope())
 	dir := ""
 	if len(p.GoFiles) > 0 {
 		dir = filepath.Dir(p.GoFiles[0])
 	}
-	m := &Package{Path: p.PkgPath, Name: p.Name, Dir: dir, MigrationFormat: st.Format, Tests: st.Tests,
+	m := &ir.Package{Path: p.PkgPath, Name: p.Name, Dir: dir, MigrationFormat: st.Format, Tests: st.Tests,
 		MigrationsDir: filepath.ToSlash(filepath.Clean(st.Migrations))}
 	b.model = m
 	if l, err := ledger.New(st.Table); err != nil {
@@ -99,9 +97,9 @@ func build(l *load.Package) (*Package, ErrorList) {
 		m.Table, m.TableQuoted = l.Table.String(), l.Table.Quoted()
 	}
 
-	recvs := map[string]*Receiver{}
+	recvs := map[string]*ir.Receiver{}
 	seen := map[*ast.FuncDecl]*directive.Directive{}
-	dirOf := map[*Method]*directive.Directive{}
+	dirOf := map[*ir.Method]*directive.Directive{}
 	for _, f := range fs {
 		if f.Decl == nil {
 			continue
@@ -118,7 +116,7 @@ func build(l *load.Package) (*Package, ErrorList) {
 		dirOf[meth] = f.D
 		r := recvs[meth.Receiver]
 		if r == nil {
-			r = &Receiver{Name: meth.Receiver}
+			r = &ir.Receiver{Name: meth.Receiver}
 			recvs[meth.Receiver] = r
 		}
 		r.Methods = append(r.Methods, meth)
@@ -147,7 +145,7 @@ func build(l *load.Package) (*Package, ErrorList) {
 		return nil, e.List
 	}
 	m.Constraint = c
-	b.allocateNames()
+	b.collectNamed()
 	if m.Tests {
 		b.checkFixtures()
 	}
@@ -160,17 +158,17 @@ func build(l *load.Package) (*Package, ErrorList) {
 // checkWrapperNames refuses two annotated methods whose wrapper methods
 // would share a name: the InTx variant of an atomic M is MInTx, which must
 // not be annotated too.
-func checkWrapperNames(r *Receiver, dirOf map[*Method]*directive.Directive, e *diag.Errs) {
-	byName := map[string]*Method{}
+func checkWrapperNames(r *ir.Receiver, dirOf map[*ir.Method]*directive.Directive, e *diag.Errs) {
+	byName := map[string]*ir.Method{}
 	for _, m := range r.Methods {
 		byName[m.Name] = m
 	}
 	for _, m := range r.Methods {
-		other := byName[m.Name+"InTx"]
+		other := byName[names.InTx(m.Name)]
 		if m.Mode != ir.ModeAtomic || other == nil {
 			continue
 		}
-		e.Add(dirOf[m].Pos, "the wrapper %s gets a method %sInTx (%s run in the caller's transaction), which collides with the wrapper of the annotated method %s.%s at %s; rename one of the two methods", "Idempotent"+r.Name, m.Name, m.Name, r.Name, other.Name, dirOf[other].Pos)
+		e.Add(dirOf[m].Pos, "the wrapper %s gets a method %sInTx (%s run in the caller's transaction), which collides with the wrapper of the annotated method %s.%s at %s; rename one of the two methods", names.Wrapper(r.Name), m.Name, m.Name, r.Name, other.Name, dirOf[other].Pos)
 	}
 }
 
@@ -211,7 +209,7 @@ func posOf(s string) token.Position {
 }
 
 // method checks one annotated method and returns its model, or nil.
-func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *Method {
+func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method {
 	fset := b.l.Pkg.Fset
 	fn, _ := b.l.Pkg.TypesInfo.Defs[decl.Name].(*types.Func)
 	if fn == nil {
@@ -250,7 +248,7 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *Method {
 			b.referObj(obj)
 		}
 	}
-	m := &Method{
+	m := &ir.Method{
 		Receiver: recv.Obj().Name(), Name: fn.Name(), Pos: d.Pos.String(),
 		Retention: d.Retention, LockTimeout: d.LockTimeout, FinalErrors: d.FinalErrors, Storm: d.Storm,
 	}
@@ -337,12 +335,9 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *Method {
 		if !walk.check(v.Type(), name, []string{}, map[string]bool{}) {
 			ok = false
 		}
-		m.Params = append(m.Params, Param{Name: name, Local: local, Type: b.render(v.Type())})
+		m.Params = append(m.Params, ir.Param{Name: name, Local: local, Type: b.render(v.Type()), Source: types.TypeString(v.Type(), b.qualifier)})
 	}
-	m.Notes = walk.notes()
-	if m.Mutation == nil && len(m.Params) > 0 {
-		m.NoMismatch = noMismatch(m)
-	}
+	m.Encoding = walk.encoding()
 
 	for _, n := range d.FinalErrors {
 		obj := b.pkg.Scope().Lookup(n)
@@ -365,45 +360,21 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *Method {
 	if !ok {
 		return nil
 	}
-	b.wantFixtures(d.Pos, m, sig, first)
+	b.wantFixtures(d.Pos, m, first)
 	return m
 }
 
 // paramLocal picks the identifier generated code gives the n-th argument,
-// declared as name: name itself when it shadows nothing the generated code
-// uses, else argN (argN_2, ... if the user took that too). Nothing the
-// generated code declares or refers to inside a function (its own locals,
-// the imported packages, package-level declarations, the generated
-// identifiers allocated later) can then be hidden by an argument.
+// declared as name (names.Local): nothing the generated code declares or
+// refers to inside a function (its own locals, the imported packages,
+// package-level declarations, the generated identifiers) can then be
+// hidden by an argument.
 func (b *builder) paramLocal(name string, n int, used, pkgNames map[string]bool) string {
-	free := func(s string) bool {
-		return !reservedLocal(s) && !used[s] && !pkgNames[s] && b.pkg.Scope().Lookup(s) == nil
-	}
-	local := name
-	for i := 1; !free(local); i++ {
-		local = fmt.Sprintf("arg%d", n)
-		if i > 1 {
-			local = fmt.Sprintf("arg%d_%d", n, i)
-		}
-	}
+	local := names.Local(name, n, func(s string) bool {
+		return !used[s] && !pkgNames[s] && b.pkg.Scope().Lookup(s) == nil
+	})
 	used[local] = true
-	// Package-level names allocated later avoid every argument's name.
-	b.names.locals[local] = true
 	return local
-}
-
-// loopVarRE matches the loop variables of generated fingerprint code (e0, k1).
-var loopVarRE = regexp.MustCompile(`^[ek][0-9]+$`)
-
-// reservedLocal reports identifiers the generated wrappers declare or
-// import, which a parameter must not shadow.
-func reservedLocal(name string) bool {
-	switch name {
-	case "w", "ctx", "tx", "f", "v", "err", "idem", "idemtest", "pgx", "context", "time", "errors", "testing",
-		"maps", "slices", "reflect", "atomic", "unsafe":
-		return true
-	}
-	return loopVarRE.MatchString(name)
 }
 
 // packageNames adds the names of the packages whose types t spells out,
@@ -479,65 +450,18 @@ func isError(t types.Type) bool {
 	return types.Identical(types.Unalias(t), types.Universe.Lookup("error").Type())
 }
 
-// allocateNames gives every generated identifier a name that collides with
-// nothing in the package.
-func (b *builder) allocateNames() {
-	for _, r := range b.model.Receivers {
-		r.Wrapper = b.names.exported("Idempotent" + r.Name)
-		r.Constructor = b.names.exported("NewIdempotent" + r.Name)
-		r.Fixture = "new" + r.Name + "ForTest"
-		for _, m := range r.Methods {
-			m.MethodVar = b.names.unexported("idem" + r.Name + m.Name)
-			m.GuardType = b.names.unexported("runGoGenerate" + r.Name + m.Name)
-			if m.Inline != nil {
-				m.LookupGuardType = b.names.unexported("runGoGenerate" + r.Name + m.Inline.Lookup)
-			}
-			m.FingerprintFunc = b.names.unexported("fingerprint" + r.Name + m.Name)
-			m.SampleFixture = "sample" + r.Name + m.Name + "Args"
+// collectNamed puts the named types that get a fingerprint helper into the
+// model, sorted by qualified name, and the package's identifiers that
+// generated names must avoid.
+func (b *builder) collectNamed() {
+	for _, k := range load.SortedKeys(b.named) {
+		b.model.Named = append(b.model.Named, b.named[k])
+	}
+	for _, n := range b.pkg.Scope().Names() {
+		if names.MayCollide(n) {
+			b.model.Declared = append(b.model.Declared, n)
 		}
 	}
-	keys := make([]string, 0, len(b.named))
-	for k := range b.named {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		n := b.named[k]
-		if n.Helper == "" {
-			continue
-		}
-		n.Helper = b.names.unexported(n.Helper)
-		n.GuardType = b.names.unexported("runGoGenerate" + n.Type.Name + "Fields")
-		b.model.Named = append(b.model.Named, n)
-	}
-	sort.Slice(b.model.Named, func(i, j int) bool { return b.model.Named[i].Helper < b.model.Named[j].Helper })
-}
-
-// namer hands out identifiers that collide neither with the package's own
-// declarations nor with each other.
-type namer struct {
-	scope  *types.Scope
-	taken  map[string]bool
-	locals map[string]bool // the generated functions' argument names, which would hide a package-level name
-}
-
-func newNamer(scope *types.Scope) *namer {
-	return &namer{scope: scope, taken: map[string]bool{}, locals: map[string]bool{}}
-}
-
-func (n *namer) free(s string) bool { return !n.taken[s] && !n.locals[s] && n.scope.Lookup(s) == nil }
-
-// exported returns name itself: users call these, so a clash is reported by
-// the compiler on the user's declaration rather than renamed silently.
-func (n *namer) exported(name string) string { n.taken[name] = true; return name }
-
-func (n *namer) unexported(name string) string {
-	s := name
-	for i := 2; !n.free(s); i++ {
-		s = fmt.Sprintf("%s%d", name, i)
-	}
-	n.taken[s] = true
-	return s
 }
 
 // formatDuration prints a duration the way a person writes it: 48h, 90m, 30s.
@@ -612,15 +536,4 @@ func (b *builder) refer(t types.Type) {
 			b.refer(u.ExplicitMethod(i).Type())
 		}
 	}
-}
-
-// noMismatch says why a generated test cannot derive another request from
-// the sample of m: it changes one fingerprinted number, string or bool
-// reached from an argument through struct fields and pointers, and m has
-// none.
-func noMismatch(m *Method) string {
-	if len(m.Fingerprinted) == 0 {
-		return fmt.Sprintf("%s: no mismatch test: nothing in the arguments is fingerprinted (every field is tagged idem:\"-\"), so every call is the same request", m.Key)
-	}
-	return fmt.Sprintf("%s: no mismatch test: the generated tests vary one fingerprinted number, string or bool reached through the arguments' struct fields to make another request, and there is none (fingerprinted: %s)", m.Key, strings.Join(m.Fingerprinted, ", "))
 }

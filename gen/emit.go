@@ -4,32 +4,35 @@ import (
 	"bytes"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/idemgen/idemgen/gen/internal/names"
 	"github.com/idemgen/idemgen/gen/ir"
 )
 
 // emitter renders the Go files of one package model.
 type emitter struct {
-	m     *Package
-	named map[string]*Named // by PkgPath + "." + Name
+	m     *ir.Package
+	names *names.Table
+	named map[string]*ir.Named // by PkgPath + "." + Name
 
 	emptyIsNil bool // see nilCond
 	cyclic     bool // writing the helper of a recursive type: see guard
 }
 
-func newEmitter(m *Package) *emitter {
-	e := &emitter{m: m, named: map[string]*Named{}}
+func newEmitter(m *ir.Package) *emitter {
+	e := &emitter{m: m, names: names.For(m), named: map[string]*ir.Named{}}
 	for _, n := range m.Named {
 		e.named[n.Type.NamedKey()] = n
 	}
 	return e
 }
 
-func newFile(m *Package) *jen.File {
+func newFile(m *ir.Package) *jen.File {
 	f := jen.NewFilePathName(m.Path, m.Name)
 	f.HeaderComment(Header)
 	if m.Constraint != "" {
@@ -77,7 +80,11 @@ func (e *emitter) emitGo() ([]byte, error) {
 			f.Add(e.fingerprintFunc(m))
 		}
 	}
-	for _, n := range e.m.Named {
+	helpers := slices.Clone(e.m.Named)
+	slices.SortFunc(helpers, func(a, b *ir.Named) int {
+		return strings.Compare(e.names.Helper(a.Type.NamedKey()), e.names.Helper(b.Type.NamedKey()))
+	})
+	for _, n := range helpers {
 		f.Add(e.fingerprintHelper(n))
 		if g := e.structGuard(n); g != nil {
 			f.Add(g)
@@ -87,7 +94,7 @@ func (e *emitter) emitGo() ([]byte, error) {
 }
 
 // typ is the one types → jen.Code helper.
-func (e *emitter) typ(t *Type) *jen.Statement {
+func (e *emitter) typ(t *ir.Type) *jen.Statement {
 	switch t.Kind {
 	case ir.KindBasic:
 		return jen.Id(t.Basic)
@@ -179,7 +186,7 @@ func (e *emitter) typ(t *Type) *jen.Statement {
 
 // result is the response type as the runtime sees it: R, or struct{} for
 // error-only methods.
-func (e *emitter) result(m *Method) *jen.Statement {
+func (e *emitter) result(m *ir.Method) *jen.Statement {
 	if m.Result == nil {
 		return jen.Struct()
 	}
@@ -204,7 +211,7 @@ func duration(d time.Duration) jen.Code {
 
 // Doc sentences shared by the identifiers of one method.
 
-func retentionText(m *Method) string {
+func retentionText(m *ir.Method) string {
 	if m.Retention == 0 {
 		return "Keys are kept for the store's retention (idem.WithRetention, 24h by default); a key sent after that is treated as new."
 	}
@@ -212,7 +219,7 @@ func retentionText(m *Method) string {
 	return fmt.Sprintf("Keys are kept for %s: a key sent after %s is treated as new.", r, r)
 }
 
-func modeText(m *Method) string {
+func modeText(m *ir.Method) string {
 	if m.Mode == ir.ModeAtomic {
 		return "Mode: atomic. The claim, the work and the stored response commit in one transaction, or not at all."
 	}
@@ -223,14 +230,14 @@ func modeText(m *Method) string {
 	return fmt.Sprintf("Mode: external. The claim commits an in-progress row before the work runs outside any transaction; a retry meanwhile gets idem.ErrInProgress, and an attempt that dies is taken over after %s.", lt)
 }
 
-func finalText(m *Method) string {
+func finalText(m *ir.Method) string {
 	if len(m.FinalErrors) == 0 {
 		return "No final errors: any error lets a retry run the method again."
 	}
 	return fmt.Sprintf("Final errors, stored and replayed (errors.Is holds): %s. Any other error lets a retry run the method again.", strings.Join(m.FinalErrors, ", "))
 }
 
-func fingerprintText(m *Method) string {
+func fingerprintText(m *ir.Method) string {
 	if len(m.Fingerprinted) == 0 && len(m.Omitted) == 0 {
 		return "Fingerprinted: nothing but the method name (it takes no arguments)."
 	}
@@ -241,10 +248,32 @@ func fingerprintText(m *Method) string {
 	if len(m.Omitted) > 0 {
 		s += " Left out (idem:\"-\"): " + strings.Join(m.Omitted, ", ") + "."
 	}
-	for _, n := range m.Notes {
+	for _, n := range encodingNotes(m.Encoding) {
 		s += "\n" + n
 	}
 	return s
+}
+
+// encodingNotes are the doc comment's sentences on the encoding rules that
+// apply to a request.
+func encodingNotes(enc ir.Encoding) []string {
+	var out []string
+	if enc.Time {
+		out = append(out, "A time.Time counts by its instant: its zone (Location) and monotonic clock reading are left out.")
+	}
+	if enc.NilDistinct {
+		out = append(out, "A nil slice or map differs from an empty one, so a retry that sends [] or {} where the first request sent nothing is a mismatch; tag a field idem:\",emptyisnil\" to treat them alike.")
+	}
+	switch text := enc.Text; {
+	case len(text) == 1:
+		out = append(out, "A "+text[0]+" counts by its text form (MarshalText), the only part of it generated code can read.")
+	case len(text) > 1:
+		out = append(out, strings.Join(text[:len(text)-1], ", ")+" and "+text[len(text)-1]+" values count by their text form (MarshalText), the only part of them generated code can read.")
+	}
+	if len(enc.EmptyIsNil) > 0 {
+		out = append(out, "Empty counts as nil (idem:\",emptyisnil\"): "+strings.Join(enc.EmptyIsNil, ", ")+".")
+	}
+	return out
 }
 
 // comment renders lines as a // doc comment.
@@ -264,15 +293,15 @@ func comment(lines ...string) *jen.Statement {
 // wrapperType:
 //
 //	type IdempotentPayments struct { inner *Payments; store *idem.Store }
-func (e *emitter) wrapperType(r *Receiver) jen.Code {
-	var names []string
+func (e *emitter) wrapperType(r *ir.Receiver) jen.Code {
+	var list []string
 	for _, m := range r.Methods {
-		names = append(names, m.Name)
+		list = append(list, m.Name)
 	}
 	return comment(
-		fmt.Sprintf("%s wraps *%s: each of its methods (%s) runs at most once per idempotency key", r.Wrapper, r.Name, strings.Join(names, ", ")),
+		fmt.Sprintf("%s wraps *%s: each of its methods (%s) runs at most once per idempotency key", names.Wrapper(r.Name), r.Name, strings.Join(list, ", ")),
 		"(idem.ContextWithKey) within its scope (idem.ContextWithScope), and retries replay the stored response.",
-	).Line().Type().Id(r.Wrapper).Struct(
+	).Line().Type().Id(names.Wrapper(r.Name)).Struct(
 		jen.Id("inner").Op("*").Id(r.Name),
 		jen.Id("store").Op("*").Qual(idemPath, "Store"),
 	).Line()
@@ -281,17 +310,17 @@ func (e *emitter) wrapperType(r *Receiver) jen.Code {
 // constructor:
 //
 //	func NewIdempotentPayments(inner *Payments, store *idem.Store) *IdempotentPayments
-func (e *emitter) constructor(r *Receiver) jen.Code {
-	return comment(fmt.Sprintf("%s wraps inner so that its annotated methods run through the ledger of store.", r.Constructor)).Line().
-		Func().Id(r.Constructor).Params(jen.Id("inner").Op("*").Id(r.Name), jen.Id("store").Op("*").Qual(idemPath, "Store")).Op("*").Id(r.Wrapper).Block(
-		jen.Return(jen.Op("&").Id(r.Wrapper).Values(jen.Dict{jen.Id("inner"): jen.Id("inner"), jen.Id("store"): jen.Id("store")})),
+func (e *emitter) constructor(r *ir.Receiver) jen.Code {
+	return comment(fmt.Sprintf("%s wraps inner so that its annotated methods run through the ledger of store.", names.Constructor(r.Name))).Line().
+		Func().Id(names.Constructor(r.Name)).Params(jen.Id("inner").Op("*").Id(r.Name), jen.Id("store").Op("*").Qual(idemPath, "Store")).Op("*").Id(names.Wrapper(r.Name)).Block(
+		jen.Return(jen.Op("&").Id(names.Wrapper(r.Name)).Values(jen.Dict{jen.Id("inner"): jen.Id("inner"), jen.Id("store"): jen.Id("store")})),
 	).Line()
 }
 
 // methodVar:
 //
 //	var idemPaymentsCharge = &idem.Method[Receipt]{Name: "example.com/shop.Payments.Charge", Retention: 48 * time.Hour, ...}
-func (e *emitter) methodVar(m *Method) jen.Code {
+func (e *emitter) methodVar(m *ir.Method) jen.Code {
 	// Fields in the order a reader expects, not jen.Dict's sorted order.
 	d := []jen.Code{jen.Id("Name").Op(":").Lit(m.Ledger)}
 	if m.Retention > 0 {
@@ -308,9 +337,9 @@ func (e *emitter) methodVar(m *Method) jen.Code {
 		d = append(d, jen.Id("FinalErrors").Op(":").Index().Qual(idemPath, "FinalError").Values(items...))
 	}
 	return comment(
-		fmt.Sprintf("%s describes %s to the runtime; its promises are in %s's doc comment.\nThe response is stored as JSON; every caller, the first included, gets it\ndecoded from the stored bytes, so a replay equals the first answer.", m.MethodVar, m.Key, m.Name),
+		fmt.Sprintf("%s describes %s to the runtime; its promises are in %s's doc comment.\nThe response is stored as JSON; every caller, the first included, gets it\ndecoded from the stored bytes, so a replay equals the first answer.", e.names.MethodVar(m), m.Key, m.Name),
 		"Name, the method's identity in the ledger, holds the package's import path:\nrenaming or moving the package, the type or the method orphans its stored keys.",
-	).Line().Var().Id(m.MethodVar).Op("=").Op("&").Qual(idemPath, "Method").Types(e.result(m)).
+	).Line().Var().Id(e.names.MethodVar(m)).Op("=").Op("&").Qual(idemPath, "Method").Types(e.result(m)).
 		Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, d...).Line()
 }
 
@@ -320,7 +349,7 @@ func (e *emitter) methodVar(m *Method) jen.Code {
 //		return idem.Atomic(ctx, w.store, idemPaymentsCharge, fingerprintPaymentsCharge(req),
 //			func(ctx context.Context, tx pgx.Tx) (Receipt, error) { return w.inner.Charge(ctx, tx, req) })
 //	}
-func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
+func (e *emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Code {
 	name := m.Name
 	params := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
 	var args, callArgs []jen.Code
@@ -329,7 +358,7 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 		callArgs = append(callArgs, jen.Id("tx"))
 	}
 	if inTx {
-		name += "InTx"
+		name = names.InTx(name)
 		params = append(params, jen.Id("tx").Qual(pgxPath, "Tx"))
 	}
 	for _, p := range m.Params {
@@ -354,7 +383,7 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 	default:
 		core = "External"
 	}
-	coreArgs = append(coreArgs, jen.Id(m.MethodVar), jen.Id(m.FingerprintFunc).Call(args...))
+	coreArgs = append(coreArgs, jen.Id(e.names.MethodVar(m)), jen.Id(e.names.Fingerprint(m)).Call(args...))
 	inner := jen.Id("w").Dot("inner").Dot(m.Name).Call(callArgs...)
 	var body []jen.Code
 	if m.Result != nil {
@@ -381,7 +410,7 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 			"another request fails with idem.ErrMismatch.",
 			modeText(m), retentionText(m), finalText(m), fingerprintText(m)}
 	}
-	return comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(r.Wrapper)).Id(name).Params(params...).Params(results...).Block(block...).Line()
+	return comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(names.Wrapper(r.Name))).Id(name).Params(params...).Params(results...).Block(block...).Line()
 }
 
 // guard: the type's name is in the compiler's error when the method changes
@@ -389,7 +418,7 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 //
 //	type runGoGeneratePaymentsCharge func(*Payments, context.Context, pgx.Tx, ChargeRequest) (Receipt, error)
 //	var _ runGoGeneratePaymentsCharge = (*Payments).Charge
-func (e *emitter) guard(m *Method) jen.Code {
+func (e *emitter) guard(m *ir.Method) jen.Code {
 	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context")}
 	if m.Mode == ir.ModeAtomic {
 		params = append(params, jen.Qual(pgxPath, "Tx"))
@@ -401,10 +430,10 @@ func (e *emitter) guard(m *Method) jen.Code {
 	if m.Result != nil {
 		results = []jen.Code{e.typ(m.Result), jen.Error()}
 	}
-	return comment(fmt.Sprintf("%s is the signature of %s this file was generated from. The build fails", m.GuardType, m.Key),
+	return comment(fmt.Sprintf("%s is the signature of %s this file was generated from. The build fails", e.names.Guard(m), m.Key),
 		"below, naming this type, if the method changes: run go generate.").Line().
-		Type().Id(m.GuardType).Func().Params(params...).Params(results...).Line().Line().
-		Var().Id("_").Id(m.GuardType).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name).Line()
+		Type().Id(e.names.Guard(m)).Func().Params(params...).Params(results...).Line().Line().
+		Var().Id("_").Id(e.names.Guard(m)).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name).Line()
 }
 
 // fingerprintFunc:
@@ -412,7 +441,7 @@ func (e *emitter) guard(m *Method) jen.Code {
 //	func fingerprintPaymentsCharge(req ChargeRequest) []byte {
 //		f := idem.NewFingerprinter("Payments.Charge"); f.Field("req"); fpChargeRequest(f, req); return f.Sum()
 //	}
-func (e *emitter) fingerprintFunc(m *Method) jen.Code {
+func (e *emitter) fingerprintFunc(m *ir.Method) jen.Code {
 	var params []jen.Code
 	body := []jen.Code{jen.Id("f").Op(":=").Qual(idemPath, "NewFingerprinter").Call(jen.Lit(m.Key))}
 	for _, p := range m.Params {
@@ -422,16 +451,16 @@ func (e *emitter) fingerprintFunc(m *Method) jen.Code {
 	}
 	body = append(body, jen.Return(jen.Id("f").Dot("Sum").Call()))
 	return comment(
-		fmt.Sprintf("%s returns the request fingerprint of %s: SHA-256 (idem.Fingerprinter) over", m.FingerprintFunc, m.Key),
+		fmt.Sprintf("%s returns the request fingerprint of %s: SHA-256 (idem.Fingerprinter) over", e.names.Fingerprint(m), m.Key),
 		"the method name and each argument, field by field. The idempotency key and scope are not part of it.",
 		fmt.Sprintf("What it hashes, and what it leaves out, is listed in %s's doc comment.", m.Name),
-	).Line().Func().Id(m.FingerprintFunc).Params(params...).Index().Byte().Block(body...).Line()
+	).Line().Func().Id(e.names.Fingerprint(m)).Params(params...).Index().Byte().Block(body...).Line()
 }
 
 // fingerprintHelper:
 //
 //	func fpChargeRequest(f *idem.Fingerprinter, v ChargeRequest) { f.Field("Amount"); f.Int(int64(v.Amount)); ... }
-func (e *emitter) fingerprintHelper(n *Named) jen.Code {
+func (e *emitter) fingerprintHelper(n *ir.Named) jen.Code {
 	params := jen.Params(jen.Id("f").Op("*").Qual(idemPath, "Fingerprinter"), jen.Id("v").Add(e.typ(n.Type)))
 	if n.Text {
 		// func fpNetipAddr(f *idem.Fingerprinter, v netip.Addr) { f.Text(v) }
@@ -439,8 +468,8 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 		if n.TextPtr {
 			arg = jen.Op("&").Id("v")
 		}
-		return comment(fmt.Sprintf("%s writes %s %s into a fingerprint by its text form (MarshalText): its fields are unexported in package %s.", n.Helper, article(n.Type.Name), n.Type.Display(), path.Base(n.Type.PkgPath))).Line().
-			Func().Id(n.Helper).Add(params).Block(jen.Id("f").Dot("Text").Call(arg)).Line()
+		return comment(fmt.Sprintf("%s writes %s %s into a fingerprint by its text form (MarshalText): its fields are unexported in package %s.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display(), path.Base(n.Type.PkgPath))).Line().
+			Func().Id(e.names.Helper(n.Type.NamedKey())).Add(params).Block(jen.Id("f").Dot("Text").Call(arg)).Line()
 	}
 	var hashed, left []string
 	if n.Underlying.Kind == ir.KindStruct {
@@ -454,9 +483,9 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 			}
 		}
 	}
-	doc := fmt.Sprintf("%s writes %s %s into a fingerprint.", n.Helper, article(n.Type.Name), n.Type.Display())
+	doc := fmt.Sprintf("%s writes %s %s into a fingerprint.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display())
 	if n.Underlying.Kind == ir.KindStruct {
-		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, field by field: %s.", n.Helper, article(n.Type.Name), n.Type.Display(), orNone(hashed))
+		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, field by field: %s.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display(), orNone(hashed))
 		if len(left) > 0 {
 			doc += fmt.Sprintf(" Left out (idem:\"-\"): %s.", strings.Join(left, ", "))
 		}
@@ -464,7 +493,7 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 	v := jen.Id("v")
 	if n.Underlying.Kind == ir.KindNamed {
 		// type Date time.Time: hashed as the type it converts to.
-		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, as the %s.%s it converts to.", n.Helper, article(n.Type.Name), n.Type.Display(), path.Base(n.Underlying.PkgPath), n.Underlying.Name)
+		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, as the %s.%s it converts to.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display(), path.Base(n.Underlying.PkgPath), n.Underlying.Name)
 		v = e.typ(n.Underlying).Call(v)
 	}
 	if n.Recursive {
@@ -473,7 +502,7 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 	e.cyclic = n.Recursive
 	body := e.fpValue(n.Underlying, v, 0)
 	e.cyclic = false
-	return comment(doc).Line().Func().Id(n.Helper).Add(params).Block(body...).Line()
+	return comment(doc).Line().Func().Id(e.names.Helper(n.Type.NamedKey())).Add(params).Block(body...).Line()
 }
 
 // cycleGuard wraps the statements that write the contents of reference v (a
@@ -481,8 +510,8 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 // type) in a cycle check:
 //
 //	if f.Enter(v.Next) { fpNode(f, *v.Next); f.Leave() }
-func (e *emitter) cycleGuard(t *Type, v *jen.Statement, body []jen.Code) []jen.Code {
-	if !e.cyclic || !e.reachesRecursive(t, map[*Named]bool{}) {
+func (e *emitter) cycleGuard(t *ir.Type, v *jen.Statement, body []jen.Code) []jen.Code {
+	if !e.cyclic || !e.reachesRecursive(t, map[*ir.Named]bool{}) {
 		return body
 	}
 	return []jen.Code{jen.If(jen.Id("f").Dot("Enter").Call(v.Clone())).Block(append(body, jen.Id("f").Dot("Leave").Call())...)}
@@ -490,7 +519,7 @@ func (e *emitter) cycleGuard(t *Type, v *jen.Statement, body []jen.Code) []jen.C
 
 // reachesRecursive reports whether a value of type t can hold a value of a
 // recursive named type.
-func (e *emitter) reachesRecursive(t *Type, seen map[*Named]bool) bool {
+func (e *emitter) reachesRecursive(t *ir.Type, seen map[*ir.Named]bool) bool {
 	if t == nil {
 		return false
 	}
@@ -533,7 +562,7 @@ func orNone(s []string) string {
 //
 //	type runGoGenerateChargeRequestFields struct{ Amount int64; Currency string }
 //	var _ = runGoGenerateChargeRequestFields(ChargeRequest{})
-func (e *emitter) structGuard(n *Named) jen.Code {
+func (e *emitter) structGuard(n *ir.Named) jen.Code {
 	if n.Text || n.Underlying.Kind != ir.KindStruct {
 		return nil
 	}
@@ -542,14 +571,14 @@ func (e *emitter) structGuard(n *Named) jen.Code {
 			return nil
 		}
 	}
-	return comment(fmt.Sprintf("%s holds the fields of %s that %s was generated for. The build", n.GuardType, n.Type.Display(), n.Helper),
-		"fails below, naming this type, if they change: run go generate so that "+n.Helper+" hashes them.").Line().
-		Type().Id(n.GuardType).Add(e.typ(n.Underlying)).Line().Line().
-		Var().Id("_").Op("=").Id(n.GuardType).Parens(e.typ(n.Type).Values()).Line()
+	return comment(fmt.Sprintf("%s holds the fields of %s that %s was generated for. The build", e.names.FieldsGuard(n.Type.NamedKey()), n.Type.Display(), e.names.Helper(n.Type.NamedKey())),
+		"fails below, naming this type, if they change: run go generate so that "+e.names.Helper(n.Type.NamedKey())+" hashes them.").Line().
+		Type().Id(e.names.FieldsGuard(n.Type.NamedKey())).Add(e.typ(n.Underlying)).Line().Line().
+		Var().Id("_").Op("=").Id(e.names.FieldsGuard(n.Type.NamedKey())).Parens(e.typ(n.Type).Values()).Line()
 }
 
 // fpValue writes the statements that hash value v of type t.
-func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
+func (e *emitter) fpValue(t *ir.Type, v *jen.Statement, depth int) []jen.Code {
 	f := func(method string, args ...jen.Code) jen.Code { return jen.Id("f").Dot(method).Call(args...) }
 	switch t.Kind {
 	case ir.KindBasic:
@@ -559,7 +588,7 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 			return []jen.Code{f("Time", v)}
 		}
 		if n := e.named[t.NamedKey()]; n != nil {
-			return []jen.Code{jen.Id(n.Helper).Call(jen.Id("f"), v)}
+			return []jen.Code{jen.Id(e.names.Helper(n.Type.NamedKey())).Call(jen.Id("f"), v)}
 		}
 		return e.fpBasic(t.Basic, v, true)
 	case ir.KindPointer:
@@ -569,7 +598,7 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 		if t.Kind == ir.KindSlice && t.Elem.Kind == ir.KindBasic && (t.Elem.Basic == "byte" || t.Elem.Basic == "uint8") {
 			return []jen.Code{f("Bytes", v)}
 		}
-		el := jen.Id(fmt.Sprintf("e%d", depth))
+		el := jen.Id(names.LoopElem(depth))
 		var cond *jen.Statement
 		if t.Kind == ir.KindSlice {
 			cond = e.nilCond(v) // before the elements, which may hold slices
@@ -580,7 +609,7 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 		}
 		return []jen.Code{jen.If(cond).Block(f("Nil")).Else().Block(append([]jen.Code{f("Len", jen.Len(v.Clone()))}, e.cycleGuard(t.Elem, v, loop)...)...)}
 	case ir.KindMap:
-		k := jen.Id(fmt.Sprintf("k%d", depth))
+		k := jen.Id(names.LoopKey(depth))
 		cond := e.nilCond(v)
 		body := append(e.fpValue(t.Key, k.Clone(), depth+1), e.fpValue(t.Elem, v.Clone().Index(k.Clone()), depth+1)...)
 		loop := []jen.Code{jen.For(jen.List(jen.Id("_"), k.Clone()).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(v.Clone()))).Block(body...)}
@@ -650,7 +679,7 @@ func (e *emitter) fpBasic(basic string, v *jen.Statement, named bool) []jen.Code
 
 // deref dereferences a pointer expression, with parentheses only where a
 // selector or index follows.
-func deref(elem *Type, v *jen.Statement) *jen.Statement {
+func deref(elem *ir.Type, v *jen.Statement) *jen.Statement {
 	if elem.Kind == ir.KindMap || elem.Kind == ir.KindStruct {
 		return jen.Parens(jen.Op("*").Add(v.Clone()))
 	}

@@ -10,14 +10,8 @@ import (
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/idemgen/idemgen/gen/internal/names"
 	"github.com/idemgen/idemgen/gen/ir"
-)
-
-// Names the generated tests declare: the package-level idemtest.Package,
-// and the struct of a method's arguments when it does not take exactly one.
-const (
-	pkgVar   = "idemgenPackage"
-	argsType = "idemgenArgs"
 )
 
 // emitTests renders the generated tests file: one idemtest.Package value,
@@ -49,7 +43,7 @@ func (e *emitter) testPackage(migrations map[string][]byte) jen.Code {
 		sum := sha256.Sum256(migrations[name])
 		files = append(files, jen.Line().Values(jen.Id("Name").Op(":").Lit(name), jen.Id("SHA256").Op(":").Lit(hex.EncodeToString(sum[:]))))
 	}
-	doc := []string{pkgVar + " is what the generated tests share: the ledger table and the package's migrations,"}
+	doc := []string{names.TestPackageVar + " is what the generated tests share: the ledger table and the package's migrations,"}
 	migs := jen.Null()
 	if e.m.MigrationsDir != "" {
 		doc = append(doc, fmt.Sprintf("applied (%s, in %s/) to every test's database; the files idemgen wrote must be there, unchanged.",
@@ -62,7 +56,7 @@ func (e *emitter) testPackage(migrations map[string][]byte) jen.Code {
 		doc = append(doc, "none here (-migrations=off): the tests create the ledger table, and the fixture the rest of the schema.")
 	}
 	return comment(doc...).Line().
-		Var().Id(pkgVar).Op("=").Qual(idemtestPath, "Package").Block(
+		Var().Id(names.TestPackageVar).Op("=").Qual(idemtestPath, "Package").Block(
 		jen.Id("Table").Op(":").Lit(e.m.Table).Op(","),
 		migs,
 	).Line()
@@ -87,15 +81,15 @@ func mapsKeys(m map[string][]byte) func(func(string) bool) {
 //			...
 //		}.Run(t)
 //	}
-func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
+func (e *emitter) methodTest(r *ir.Receiver, m *ir.Method) jen.Code {
 	s := e.suite(r, m)
-	name := "Test" + r.Wrapper + m.Name
+	name := names.Test(r.Name, m.Name)
 	var body []jen.Code
 	if s.argsType != nil {
-		body = append(body, jen.Comment(argsType+" are the arguments of "+m.Key+" after ctx"+map[bool]string{true: " and tx", false: ""}[m.Mode != ir.ModeExternal]+"."),
-			jen.Type().Id(argsType).Add(s.argsType))
+		body = append(body, jen.Comment(names.ArgsType+" are the arguments of "+m.Key+" after ctx"+map[bool]string{true: " and tx", false: ""}[m.Mode != ir.ModeExternal]+"."),
+			jen.Type().Id(names.ArgsType).Add(s.argsType))
 	}
-	lit := jen.Qual(idemtestPath, s.kind).Types(jen.Op("*").Id(r.Name), jen.Op("*").Id(r.Wrapper), s.a.Clone(), e.result(m))
+	lit := jen.Qual(idemtestPath, s.kind).Types(jen.Op("*").Id(r.Name), jen.Op("*").Id(names.Wrapper(r.Name)), s.a.Clone(), e.result(m))
 	body = append(body, lit.Block(s.fields...).Dot("Run").Call(jen.Id("t")))
 	return comment(e.testDoc(name, s.kind, m)...).Line().
 		Func().Id(name).Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(body...).Line()
@@ -103,20 +97,20 @@ func (e *emitter) methodTest(r *Receiver, m *Method) jen.Code {
 
 // testDoc is a method test's doc comment: which suite it runs, and what
 // the package's fixtures leave out.
-func (e *emitter) testDoc(name, kind string, m *Method) []string {
+func (e *emitter) testDoc(name, kind string, m *ir.Method) []string {
 	doc := []string{fmt.Sprintf("%s runs the scenarios of idemtest.%s against %s on a real PostgreSQL.", name, kind, m.Key)}
-	if m.Mode != ir.ModeInline && m.EffectFixture == "" {
-		doc = append(doc, fmt.Sprintf("It counts executions, not effects: add func %s(t *testing.T, db *idemtest.DB) int to count those too.", effectFixtureName(m)))
+	if m.Mode != ir.ModeInline && !m.HasEffectFixture {
+		doc = append(doc, fmt.Sprintf("It counts executions, not effects: add %s to count those too.", names.EffectDecl(m.Receiver, m.Name)))
 	}
-	if m.NoMismatch != "" {
-		doc = append(doc, "No mismatch scenario: "+m.NoMismatch)
+	if m.NoMismatch() {
+		doc = append(doc, "No mismatch scenario: "+noMismatchText(e.m, m))
 	}
 	return doc
 }
 
-func effectFixtureName(m *Method) string { return "count" + m.Receiver + m.Name + "Effects" }
+func effectFixtureName(m *ir.Method) string { return "count" + m.Receiver + m.Name + "Effects" }
 
-func otherFixtureName(m *Method) string { return "other" + m.Receiver + m.Name + "Args" }
+func otherFixtureName(m *ir.Method) string { return "other" + m.Receiver + m.Name + "Args" }
 
 // suiteLit is what a method's suite literal is made of.
 type suiteLit struct {
@@ -127,22 +121,22 @@ type suiteLit struct {
 }
 
 // suite builds the fields of m's suite literal.
-func (e *emitter) suite(r *Receiver, m *Method) suiteLit {
-	s := suiteLit{kind: map[Mode]string{ir.ModeAtomic: "Atomic", ir.ModeExternal: "External", ir.ModeInline: "Inline"}[m.Mode]}
+func (e *emitter) suite(r *ir.Receiver, m *ir.Method) suiteLit {
+	s := suiteLit{kind: map[ir.Mode]string{ir.ModeAtomic: "Atomic", ir.ModeExternal: "External", ir.ModeInline: "Inline"}[m.Mode]}
 	ad := e.adapt(r, m)
 	s.a, s.argsType = ad.a, ad.argsType
 	field := func(name string, v jen.Code) { s.fields = append(s.fields, jen.Id(name).Op(":").Add(v).Op(",")) }
-	field("Package", jen.Id(pkgVar))
-	field("Method", jen.Id(m.MethodVar))
+	field("Package", jen.Id(names.TestPackageVar))
+	field("Method", jen.Id(e.names.MethodVar(m)))
 	field("Fingerprint", ad.fingerprint)
-	field("New", jen.Id(r.Fixture))
-	field("Wrap", jen.Id(r.Constructor))
+	field("New", jen.Id(names.ServiceFixture(r.Name)))
+	field("Wrap", jen.Id(names.Constructor(r.Name)))
 	field("Call", ad.call(m.Name, true, false))
 	if m.Mode != ir.ModeExternal {
-		field("CallInTx", ad.call(m.Name+"InTx", true, true))
+		field("CallInTx", ad.call(names.InTx(m.Name), true, true))
 	}
 	if m.Mode == ir.ModeInline {
-		field("Sweep", jen.Parens(jen.Op("*").Id(r.Wrapper)).Dot("Sweep"+m.Name+"Keys"))
+		field("Sweep", jen.Parens(jen.Op("*").Id(names.Wrapper(r.Name))).Dot(names.Sweep(m.Name)))
 	}
 	field("Body", ad.call(m.Name, false, m.Mode != ir.ModeExternal))
 	if m.Mode == ir.ModeInline {
@@ -152,8 +146,8 @@ func (e *emitter) suite(r *Receiver, m *Method) suiteLit {
 	if other := e.other(m, ad); other != nil {
 		field("Other", other)
 	}
-	if m.EffectFixture != "" && m.Mode != ir.ModeInline {
-		field("Effects", jen.Id(m.EffectFixture))
+	if m.HasEffectFixture && m.Mode != ir.ModeInline {
+		field("Effects", jen.Id(names.EffectFixture(m.Receiver, m.Name)))
 	}
 	if m.Storm != 0 && m.Storm != 32 {
 		field("Storm", jen.Lit(m.Storm))
@@ -166,8 +160,8 @@ func (e *emitter) suite(r *Receiver, m *Method) suiteLit {
 // over an args struct otherwise.
 type adapter struct {
 	e           *emitter
-	r           *Receiver
-	m           *Method
+	r           *ir.Receiver
+	m           *ir.Method
 	a           *jen.Statement
 	argsType    jen.Code
 	fingerprint jen.Code
@@ -175,12 +169,12 @@ type adapter struct {
 	fields      []string // args struct fields, one per parameter
 }
 
-func (e *emitter) adapt(r *Receiver, m *Method) *adapter {
+func (e *emitter) adapt(r *ir.Receiver, m *ir.Method) *adapter {
 	ad := &adapter{e: e, r: r, m: m}
 	if len(m.Params) == 1 {
 		ad.a = e.typ(m.Params[0].Type)
-		ad.fingerprint = jen.Id(m.FingerprintFunc)
-		ad.sample = jen.Id(m.SampleFixture)
+		ad.fingerprint = jen.Id(e.names.Fingerprint(m))
+		ad.sample = jen.Id(names.SampleFixture(m.Receiver, m.Name))
 		return ad
 	}
 	var fields []jen.Code
@@ -194,15 +188,15 @@ func (e *emitter) adapt(r *Receiver, m *Method) *adapter {
 		fields = append(fields, jen.Id(name).Add(e.typ(p.Type)))
 		refs = append(refs, jen.Id("a").Dot(name))
 	}
-	ad.a = jen.Id(argsType)
+	ad.a = jen.Id(names.ArgsType)
 	ad.argsType = jen.Struct(fields...)
-	ad.fingerprint = jen.Func().Params(jen.Id("a").Id(argsType)).Index().Byte().Block(
-		jen.Return(jen.Id(m.FingerprintFunc).Call(refs...)))
+	ad.fingerprint = jen.Func().Params(jen.Id("a").Id(names.ArgsType)).Index().Byte().Block(
+		jen.Return(jen.Id(e.names.Fingerprint(m)).Call(refs...)))
 	if len(m.Params) == 0 {
-		ad.sample = jen.Func().Params(jen.Op("*").Qual("testing", "T")).Params(jen.Id("a").Id(argsType)).Block(jen.Return())
+		ad.sample = jen.Func().Params(jen.Op("*").Qual("testing", "T")).Params(jen.Id("a").Id(names.ArgsType)).Block(jen.Return())
 	} else {
-		ad.sample = jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Params(jen.Id("a").Id(argsType)).Block(
-			jen.List(refs...).Op("=").Id(m.SampleFixture).Call(jen.Id("t")),
+		ad.sample = jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Params(jen.Id("a").Id(names.ArgsType)).Block(
+			jen.List(refs...).Op("=").Id(names.SampleFixture(m.Receiver, m.Name)).Call(jen.Id("t")),
 			jen.Return(),
 		)
 	}
@@ -215,7 +209,7 @@ func (e *emitter) adapt(r *Receiver, m *Method) *adapter {
 func (ad *adapter) call(name string, wrapper, tx bool) jen.Code {
 	recv := ad.r.Name
 	if wrapper {
-		recv = ad.r.Wrapper
+		recv = names.Wrapper(ad.r.Name)
 	}
 	if ad.argsType == nil {
 		expr := jen.Parens(jen.Op("*").Id(recv)).Dot(name)
@@ -236,7 +230,7 @@ func (ad *adapter) call(name string, wrapper, tx bool) jen.Code {
 	for _, f := range ad.fields {
 		args = append(args, jen.Id("a").Dot(f))
 	}
-	params = append(params, jen.Id("a").Id(argsType))
+	params = append(params, jen.Id("a").Id(names.ArgsType))
 	inner := jen.Id("x").Dot(name).Call(args...)
 	var ret jen.Code = jen.Return(inner)
 	if ad.m.Result == nil {
@@ -249,13 +243,13 @@ func (ad *adapter) call(name string, wrapper, tx bool) jen.Code {
 // closure that varies one fingerprinted scalar of the sample
 // (idemtest.Vary keeps a uuid a uuid, a number a number); nil when
 // neither exists.
-func (e *emitter) other(m *Method, ad *adapter) jen.Code {
-	if m.OtherFixture != "" {
+func (e *emitter) other(m *ir.Method, ad *adapter) jen.Code {
+	if m.HasOtherFixture {
 		if ad.argsType == nil {
-			return jen.Id(m.OtherFixture)
+			return jen.Id(names.OtherFixture(m.Receiver, m.Name))
 		}
-		return jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Params(jen.Id("a").Id(argsType)).Block(
-			jen.List(ad.refs()...).Op("=").Id(m.OtherFixture).Call(jen.Id("t")),
+		return jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Params(jen.Id("a").Id(names.ArgsType)).Block(
+			jen.List(ad.refs()...).Op("=").Id(names.OtherFixture(m.Receiver, m.Name)).Call(jen.Id("t")),
 			jen.Return(),
 		)
 	}
@@ -273,13 +267,13 @@ func (e *emitter) other(m *Method, ad *adapter) jen.Code {
 	vary := target.Clone().Op("=").Qual(idemtestPath, "Vary").Call(target.Clone())
 	if ad.argsType == nil {
 		return jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Add(ad.a.Clone()).Block(
-			jen.Id("a").Op(":=").Id(m.SampleFixture).Call(jen.Id("t")),
+			jen.Id("a").Op(":=").Id(names.SampleFixture(m.Receiver, m.Name)).Call(jen.Id("t")),
 			vary,
 			jen.Return(jen.Id("a")),
 		)
 	}
-	return jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Params(jen.Id("a").Id(argsType)).Block(
-		jen.List(ad.refs()...).Op("=").Id(m.SampleFixture).Call(jen.Id("t")),
+	return jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Params(jen.Id("a").Id(names.ArgsType)).Block(
+		jen.List(ad.refs()...).Op("=").Id(names.SampleFixture(m.Receiver, m.Name)).Call(jen.Id("t")),
 		vary,
 		jen.Return(),
 	)
@@ -307,4 +301,17 @@ func testMigrations(dir string, outputs map[string][]byte) map[string][]byte {
 		}
 	}
 	return out
+}
+
+// noMismatchText says why the generated tests of m (of package p) have no
+// mismatch scenario (m.NoMismatch) and, when p has tests, how to add one.
+func noMismatchText(p *ir.Package, m *ir.Method) string {
+	s := fmt.Sprintf("%s: no mismatch test: the generated tests vary one fingerprinted number, string or bool reached through the arguments' struct fields to make another request, and there is none (fingerprinted: %s)", m.Key, strings.Join(m.Fingerprinted, ", "))
+	if len(m.Fingerprinted) == 0 {
+		s = fmt.Sprintf("%s: no mismatch test: nothing in the arguments is fingerprinted (every field is tagged idem:\"-\"), so every call is the same request", m.Key)
+	}
+	if p.Tests {
+		s += "; to test it, add to a _test.go file\n\t" + names.OtherDecl(m.Receiver, m.Name, m.Params) + "\nwhich " + names.OtherWhat(m.Key)
+	}
+	return s
 }

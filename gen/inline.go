@@ -19,7 +19,7 @@ func inlineLookupSig(recv, name, result string) string {
 
 // inline checks the inline-mode flags of a method and fills m.Inline. It
 // reports every problem at its position and returns false if there was one.
-func (b *builder) inline(d *directive.Directive, m *Method, recv *types.Named, sig *types.Signature) bool {
+func (b *builder) inline(d *directive.Directive, m *ir.Method, recv *types.Named, sig *types.Signature) bool {
 	ok := true
 	if d.Inline == "" {
 		b.e.Add(d.Pos, "-lookup=%s is for inline mode: add -inline=TABLE naming the business table whose rows carry the key", d.Lookup)
@@ -88,7 +88,7 @@ func (b *builder) inline(d *directive.Directive, m *Method, recv *types.Named, s
 		return false
 	}
 	m.Mode = ir.ModeInline
-	m.Inline = &Inline{
+	m.Inline = &ir.Inline{
 		Table: schema.Table.String(), TableQuoted: schema.Table.Quoted(),
 		KeyColumn: schema.Table.String() + "." + ledger.InlineKeyColumn,
 		Index:     schema.IndexName(), Lookup: d.Lookup, DDL: schema.DDL(),
@@ -98,8 +98,8 @@ func (b *builder) inline(d *directive.Directive, m *Method, recv *types.Named, s
 
 // checkInlineTables refuses two inline methods on one table: the table's
 // keys are one namespace, swept with one retention.
-func (b *builder) checkInlineTables(recvs []*Receiver) {
-	by := map[string][]*Method{}
+func (b *builder) checkInlineTables(recvs []*ir.Receiver) {
+	by := map[string][]*ir.Method{}
 	for _, r := range recvs {
 		for _, m := range r.Methods {
 			if m.Inline != nil {
@@ -122,7 +122,7 @@ func (b *builder) checkInlineTables(recvs []*Receiver) {
 
 // inlineTables lists the business tables of the package's inline methods,
 // for the migration planner.
-func inlineTables(p *Package) []migrations.InlineTable {
+func inlineTables(p *ir.Package) []migrations.InlineTable {
 	var out []migrations.InlineTable
 	for _, r := range p.Receivers {
 		for _, m := range r.Methods {

@@ -1,6 +1,9 @@
 package gen
 
-import "github.com/idemgen/idemgen/gen/internal/diag"
+import (
+	"github.com/idemgen/idemgen/gen/internal/diag"
+	"github.com/idemgen/idemgen/gen/ir"
+)
 
 // maxLedgerName bounds a method's ledger value. It is one column of the
 // ledger's (scope, method, key) unique index, whose entries PostgreSQL caps
@@ -35,9 +38,9 @@ func ledgerName(pkgPath, receiver, method string) string {
 // index, or two methods of one run sharing a value. The last cannot happen
 // while ledgerName includes the import path; the check keeps it so should
 // the naming ever change.
-func checkLedgerNames(pkgs []*Package) ErrorList {
+func checkLedgerNames(pkgs []*ir.Package) ErrorList {
 	var e diag.Errs
-	seen := map[string]*Method{}
+	seen := map[string]*ir.Method{}
 	for _, p := range pkgs {
 		for _, r := range p.Receivers {
 			for _, m := range r.Methods {

@@ -13,20 +13,20 @@ import (
 // render converts a type to the model's representation, as generated code
 // must spell it. It never fails: anything the emitter does not take apart is
 // kept as source text.
-func (b *builder) render(t types.Type) *Type {
+func (b *builder) render(t types.Type) *ir.Type {
 	switch t := types.Unalias(t).(type) {
 	case *types.Basic:
 		if t.Kind() == types.UnsafePointer {
-			return &Type{Kind: ir.KindNamed, PkgPath: "unsafe", Name: "Pointer"}
+			return &ir.Type{Kind: ir.KindNamed, PkgPath: "unsafe", Name: "Pointer"}
 		}
-		return &Type{Kind: ir.KindBasic, Basic: t.Name()}
+		return &ir.Type{Kind: ir.KindBasic, Basic: t.Name()}
 	case *types.Named:
-		out := &Type{Kind: ir.KindNamed, Name: t.Obj().Name()}
+		out := &ir.Type{Kind: ir.KindNamed, Name: t.Obj().Name()}
 		if t.Obj().Pkg() != nil {
 			out.PkgPath = t.Obj().Pkg().Path()
 		}
 		if out.PkgPath == "" { // error
-			return &Type{Kind: ir.KindOther, Expr: t.Obj().Name()}
+			return &ir.Type{Kind: ir.KindOther, Expr: t.Obj().Name()}
 		}
 		if bt, ok := t.Underlying().(*types.Basic); ok {
 			out.Basic = bt.Name()
@@ -36,32 +36,32 @@ func (b *builder) render(t types.Type) *Type {
 		}
 		return out
 	case *types.Pointer:
-		return &Type{Kind: ir.KindPointer, Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindPointer, Elem: b.render(t.Elem())}
 	case *types.Slice:
-		return &Type{Kind: ir.KindSlice, Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindSlice, Elem: b.render(t.Elem())}
 	case *types.Array:
-		return &Type{Kind: ir.KindArray, Len: t.Len(), Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindArray, Len: t.Len(), Elem: b.render(t.Elem())}
 	case *types.Map:
-		return &Type{Kind: ir.KindMap, Key: b.render(t.Key()), Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindMap, Key: b.render(t.Key()), Elem: b.render(t.Elem())}
 	case *types.Struct:
-		out := &Type{Kind: ir.KindStruct}
+		out := &ir.Type{Kind: ir.KindStruct}
 		for i := 0; i < t.NumFields(); i++ {
 			f := t.Field(i)
 			tag := t.Tag(i)
-			fl := Field{Name: f.Name(), Type: b.render(f.Type()), Embedded: f.Embedded(),
+			fl := ir.Field{Name: f.Name(), Type: b.render(f.Type()), Embedded: f.Embedded(),
 				Tag: tag, Omitted: omitted(tag) || f.Name() == "_", EmptyIsNil: parseIdemTag(tag).emptyIsNil}
 			et := f.Type()
 			if p, ok := et.(*types.Pointer); ok {
 				et = p.Elem()
 			}
 			if a, ok := et.(*types.Alias); ok && f.Embedded() && a.Obj().Pkg() != nil {
-				fl.Alias = &Type{Kind: ir.KindNamed, Name: a.Obj().Name(), PkgPath: a.Obj().Pkg().Path()}
+				fl.Alias = &ir.Type{Kind: ir.KindNamed, Name: a.Obj().Name(), PkgPath: a.Obj().Pkg().Path()}
 			}
 			out.Fields = append(out.Fields, fl)
 		}
 		return out
 	case *types.Signature:
-		out := &Type{Kind: ir.KindFunc, Variadic: t.Variadic()}
+		out := &ir.Type{Kind: ir.KindFunc, Variadic: t.Variadic()}
 		for i := 0; i < t.Params().Len(); i++ {
 			out.Params = append(out.Params, b.render(t.Params().At(i).Type()))
 		}
@@ -71,19 +71,19 @@ func (b *builder) render(t types.Type) *Type {
 		return out
 	case *types.Chan:
 		dir := map[types.ChanDir]string{types.SendRecv: "chan", types.SendOnly: "chan<-", types.RecvOnly: "<-chan"}[t.Dir()]
-		return &Type{Kind: ir.KindChan, ChanDir: dir, Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindChan, ChanDir: dir, Elem: b.render(t.Elem())}
 	case *types.Interface:
-		out := &Type{Kind: ir.KindInterface}
+		out := &ir.Type{Kind: ir.KindInterface}
 		for i := 0; i < t.NumEmbeddeds(); i++ {
-			out.Fields = append(out.Fields, Field{Type: b.render(t.EmbeddedType(i)), Embedded: true})
+			out.Fields = append(out.Fields, ir.Field{Type: b.render(t.EmbeddedType(i)), Embedded: true})
 		}
 		for i := 0; i < t.NumExplicitMethods(); i++ {
 			m := t.ExplicitMethod(i)
-			out.Fields = append(out.Fields, Field{Name: m.Name(), Type: b.render(m.Type())})
+			out.Fields = append(out.Fields, ir.Field{Name: m.Name(), Type: b.render(m.Type())})
 		}
 		return out
 	}
-	return &Type{Kind: ir.KindOther, Expr: types.TypeString(t, func(p *types.Package) string {
+	return &ir.Type{Kind: ir.KindOther, Expr: types.TypeString(t, func(p *types.Package) string {
 		if p == b.pkg {
 			return ""
 		}
@@ -141,7 +141,7 @@ func qualified(t types.Type) string { return types.TypeString(t, nil) }
 type fpWalk struct {
 	b     *builder
 	pos   token.Position
-	m     *Method
+	m     *ir.Method
 	param int
 	open  []string // the named types being walked, outermost first
 
@@ -192,7 +192,7 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 			w.hasTime = true
 			w.leaf(path, fieldPath, "")
 			if w.b.named[key] == nil {
-				w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(tt), Helper: w.b.helperName(obj)}
+				w.b.named[key] = &ir.Named{Type: w.b.render(u), Underlying: w.b.render(tt), PkgName: obj.Pkg().Name()}
 			}
 			return true
 		}
@@ -204,7 +204,7 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 					w.leaf(path, nil, "")
 					w.text = appendUnique(w.text, rel(u))
 					if w.b.named[key] == nil {
-						w.b.named[key] = &Named{Type: w.b.render(u), Helper: w.b.helperName(obj), Text: true, TextPtr: ptr}
+						w.b.named[key] = &ir.Named{Type: w.b.render(u), PkgName: obj.Pkg().Name(), Text: true, TextPtr: ptr}
 					}
 					return true
 				}
@@ -228,7 +228,7 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 			}
 		}
 		if w.b.named[key] == nil {
-			w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(u.Underlying()), Helper: w.b.helperName(obj)}
+			w.b.named[key] = &ir.Named{Type: w.b.render(u), Underlying: w.b.render(u.Underlying()), PkgName: obj.Pkg().Name()}
 		}
 		stack[key] = true
 		w.open = append(w.open, key)
@@ -386,26 +386,9 @@ func (w *fpWalk) sawNilable() {
 	w.nilDistinct = true
 }
 
-// notes are the doc comment's sentences on the encoding rules that apply.
-func (w *fpWalk) notes() []string {
-	var out []string
-	if w.hasTime {
-		out = append(out, "A time.Time counts by its instant: its zone (Location) and monotonic clock reading are left out.")
-	}
-	if w.nilDistinct {
-		out = append(out, "A nil slice or map differs from an empty one, so a retry that sends [] or {} where the first request sent nothing is a mismatch; tag a field idem:\",emptyisnil\" to treat them alike.")
-	}
-	if len(w.text) > 0 {
-		if len(w.text) == 1 {
-			out = append(out, "A "+w.text[0]+" counts by its text form (MarshalText), the only part of it generated code can read.")
-		} else {
-			out = append(out, strings.Join(w.text[:len(w.text)-1], ", ")+" and "+w.text[len(w.text)-1]+" values count by their text form (MarshalText), the only part of them generated code can read.")
-		}
-	}
-	if len(w.emptyAlike) > 0 {
-		out = append(out, "Empty counts as nil (idem:\",emptyisnil\"): "+strings.Join(w.emptyAlike, ", ")+".")
-	}
-	return out
+// encoding is what the doc comment must say about this request's encoding.
+func (w *fpWalk) encoding() ir.Encoding {
+	return ir.Encoding{Time: w.hasTime, NilDistinct: w.nilDistinct, Text: w.text, EmptyIsNil: w.emptyAlike}
 }
 
 // textMarshaler reports whether n (or *n, ptr) has MarshalText() ([]byte,
@@ -451,21 +434,12 @@ func timeType(n *types.Named) types.Type {
 	return obj.Type()
 }
 
-// helperName is the (not yet unique) name of the fingerprint helper of a
-// named type: fpOrder, or fpUuidUUID for another package's type.
-func (b *builder) helperName(obj *types.TypeName) string {
-	if obj.Pkg() != b.pkg {
-		return "fp" + strings.ToUpper(obj.Pkg().Name()[:1]) + obj.Pkg().Name()[1:] + obj.Name()
-	}
-	return "fp" + obj.Name()
-}
-
 // leaf records a hashed value; kind != "" marks a scalar reachable through
 // struct fields only, which a generated test may change.
 func (w *fpWalk) leaf(path string, fieldPath []string, kind string) {
 	w.m.Fingerprinted = append(w.m.Fingerprinted, path)
 	if kind != "" && fieldPath != nil && (w.m.Mutation == nil || varyRank[kind] > varyRank[w.m.Mutation.Kind]) {
-		w.m.Mutation = &Mutation{Param: w.param, Path: fieldPath, Kind: kind}
+		w.m.Mutation = &ir.Mutation{Param: w.param, Path: fieldPath, Kind: kind}
 	}
 }
 

@@ -47,17 +47,18 @@ type Package struct {
 	// "" when none has one.
 	Constraint string
 
+	// Declared are the package-level identifiers of the package that
+	// generated names could take (names.MayCollide), sorted.
+	Declared []string
+
 	Receivers []*Receiver // sorted by name
-	Named     []*Named    // named types that get a fingerprint helper, sorted by helper name
+	Named     []*Named    // named types that get a fingerprint helper, sorted by their qualified name
 }
 
 // Receiver is a type with annotated methods; it gets one wrapper type.
 type Receiver struct {
-	Name        string // e.g. Payments
-	Wrapper     string // IdempotentPayments
-	Constructor string // NewIdempotentPayments
-	Fixture     string // newPaymentsForTest, the test fixture building the service
-	Methods     []*Method
+	Name    string // e.g. Payments
+	Methods []*Method
 }
 
 // Method is one annotated method.
@@ -79,29 +80,43 @@ type Method struct {
 
 	Fingerprinted []string // field paths hashed, in order, for doc comments
 	Omitted       []string // field paths left out (idem:"-")
-	Notes         []string // rules of the encoding that apply to this request, for doc comments
+	Encoding      Encoding // rules of the encoding that apply to this request
 
 	Inline *Inline // inline mode only
 
-	MethodVar       string // idemPaymentsCharge
-	GuardType       string // runGoGeneratePaymentsCharge: the signature guard's type, named so the compiler's error says what to do
-	LookupGuardType string // runGoGenerateShopOrderByKey (inline mode): the lookup's signature guard's type
-	FingerprintFunc string // fingerprintPaymentsCharge
-	SampleFixture   string // samplePaymentsChargeArgs
-	EffectFixture   string // countPaymentsChargeEffects when the package's tests declare it, else empty
-	OtherFixture    string // otherPaymentsChargeArgs when the package's tests declare it, else empty
-	Mutation        *Mutation
-	// NoMismatch says why no other request can be derived from the sample
-	// (Mutation is nil though the method takes arguments): the generated
-	// tests then have no mismatch test, and the generator says so.
-	NoMismatch string
+	// Mutation is the fingerprinted scalar a generated test may vary to
+	// make another request; nil when there is none.
+	Mutation *Mutation
+	// HasEffectFixture: the package's tests declare the optional fixture
+	// counting this method's effects (names.EffectFixture).
+	HasEffectFixture bool
+	// HasOtherFixture: the package's tests declare the optional fixture
+	// returning another request (names.OtherFixture).
+	HasOtherFixture bool
+}
+
+// NoMismatch reports that no other request can be derived for the
+// generated mismatch test: the method takes arguments, but has neither a
+// scalar to vary (Mutation) nor the other-request fixture.
+func (m *Method) NoMismatch() bool {
+	return len(m.Params) > 0 && m.Mutation == nil && !m.HasOtherFixture
+}
+
+// Encoding says which rules of the fingerprint's encoding a request meets,
+// for its doc comment.
+type Encoding struct {
+	Time        bool     `json:",omitempty"` // some time.Time is hashed (by its instant)
+	NilDistinct bool     `json:",omitempty"` // some slice or map tells nil from empty
+	Text        []string `json:",omitempty"` // types hashed by their text form (MarshalText), as the source names them
+	EmptyIsNil  []string `json:",omitempty"` // field paths tagged idem:",emptyisnil"
 }
 
 // Param is an argument of a method after ctx (and tx).
 type Param struct {
-	Name  string // name hashed into the fingerprint (the declared name, or argN)
-	Local string // identifier used in generated code
-	Type  *Type
+	Name   string // name hashed into the fingerprint (the declared name, or argN)
+	Local  string // identifier used in generated code (names.Local)
+	Type   *Type
+	Source string // the type as the package's source spells it, for messages
 }
 
 // Mutation says how a generated test derives a different request from the
@@ -216,10 +231,9 @@ type Field struct {
 
 // Named is a named type whose fingerprint is written by a helper function.
 type Named struct {
-	Type       *Type // the KindNamed reference
+	Type       *Type  // the KindNamed reference
+	PkgName    string // the name of the declaring package
 	Underlying *Type
-	Helper     string // fpChargeRequest
-	GuardType  string // runGoGenerateChargeRequestFields: the field guard's type (structs)
 	// Recursive: the type reaches itself, so a value may be cyclic; the
 	// helper guards its pointers, slices and maps with Fingerprinter.Enter.
 	Recursive bool
