@@ -3,6 +3,7 @@ package gen
 import (
 	"github.com/idemgen/idemgen/gen/internal/diag"
 	"github.com/idemgen/idemgen/gen/internal/directive"
+	"github.com/idemgen/idemgen/gen/internal/gotest"
 	"github.com/idemgen/idemgen/gen/internal/names"
 	"github.com/idemgen/idemgen/gen/ir"
 	"github.com/idemgen/idemgen/gen/stamp"
@@ -56,7 +57,7 @@ func NoMismatch(p *Package, m *Method) string {
 	if !m.NoMismatch() {
 		return ""
 	}
-	return noMismatchText(p, m)
+	return gotest.NoMismatch(p, m)
 }
 
 // EffectFixtureDecl is the declaration of the optional fixture counting the

@@ -2,7 +2,6 @@ package gen
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -16,11 +15,4 @@ func TestUnifiedDiff(t *testing.T) {
 	c := []byte("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n")
 	d := []byte("one\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n")
 	assert.Equal(t, "--- a\n+++ b\n@@ -1,4 +1,4 @@\n-1\n+one\n 2\n 3\n 4\n@@ -11,4 +11,3 @@\n 11\n 12\n 13\n-14\n", UnifiedDiff("a", "b", c, d))
-}
-
-func TestFormatDuration(t *testing.T) {
-	assert.Equal(t, "48h", formatDuration(48*time.Hour))
-	assert.Equal(t, "1h30m", formatDuration(90*time.Minute))
-	assert.Equal(t, "5m", formatDuration(5*time.Minute))
-	assert.Equal(t, "30s", formatDuration(30*time.Second))
 }

@@ -12,6 +12,14 @@ import (
 	"time"
 )
 
+// Import paths the generator recognises by type, never by name, and the
+// generated code imports.
+const (
+	PgxPath      = "github.com/jackc/pgx/v5"
+	IdemPath     = "github.com/idemgen/idemgen/runtime/idem"
+	IdemtestPath = "github.com/idemgen/idemgen/runtime/idemtest"
+)
+
 // Mode is how a method is made idempotent.
 type Mode string
 

@@ -1,4 +1,4 @@
-package gen
+package analyze
 
 import (
 	"fmt"
@@ -110,7 +110,7 @@ func fixtureFits(tp *types.Package, f fixtureWant, sig *types.Signature) bool {
 	}
 	params, results := sig.Params(), sig.Results()
 	if f.meth == "" { // func(t *testing.T, db *idemtest.DB) *Recv
-		if params.Len() != 2 || results.Len() != 1 || !isPointerTo(params.At(1).Type(), idemtestPath, "DB") {
+		if params.Len() != 2 || results.Len() != 1 || !isPointerTo(params.At(1).Type(), ir.IdemtestPath, "DB") {
 			return false
 		}
 		p, ok := types.Unalias(results.At(0).Type()).(*types.Pointer)
@@ -163,7 +163,7 @@ func (b *builder) checkEffectFixture(tp *types.Package, f fixtureWant, obj types
 		sig := fn.Type().(*types.Signature)
 		p, r := sig.Params(), sig.Results()
 		if !sig.Variadic() && p.Len() == 2 && r.Len() == 1 && isPointerTo(p.At(0).Type(), "testing", "T") &&
-			isPointerTo(p.At(1).Type(), idemtestPath, "DB") && types.Identical(r.At(0).Type(), types.Typ[types.Int]) {
+			isPointerTo(p.At(1).Type(), ir.IdemtestPath, "DB") && types.Identical(r.At(0).Type(), types.Typ[types.Int]) {
 			f.effects.HasEffectFixture = true
 			return
 		}

@@ -1,4 +1,4 @@
-package gen
+package analyze
 
 import (
 	"github.com/idemgen/idemgen/gen/internal/diag"
@@ -32,13 +32,13 @@ func ledgerName(pkgPath, receiver, method string) string {
 	return pkgPath + "." + receiver + "." + method
 }
 
-// checkLedgerNames refuses methods whose ledger value cannot identify them:
+// CheckLedgerNames refuses methods whose ledger value cannot identify them:
 // a package without a real import path (files named on the command line
 // are all "command-line-arguments"), a value too long for the ledger's
 // index, or two methods of one run sharing a value. The last cannot happen
 // while ledgerName includes the import path; the check keeps it so should
 // the naming ever change.
-func checkLedgerNames(pkgs []*ir.Package) ErrorList {
+func CheckLedgerNames(pkgs []*ir.Package) diag.ErrorList {
 	var e diag.Errs
 	seen := map[string]*ir.Method{}
 	for _, p := range pkgs {

@@ -1,4 +1,10 @@
-package gen
+// Package analyze turns a loaded package into its model (package ir): it
+// checks every directive and annotated method (signature and mode, the
+// fingerprint plan, the JSON round trip of the response, the fixtures the
+// generated tests call, inline mode, ledger names) and returns facts with
+// positions. It writes no generated code and no doc prose, and names
+// generated identifiers only through package names.
+package analyze
 
 import (
 	"fmt"
@@ -9,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/tools/go/packages"
 
@@ -19,13 +24,6 @@ import (
 	"github.com/idemgen/idemgen/gen/internal/names"
 	"github.com/idemgen/idemgen/gen/ir"
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
-)
-
-// Import paths the generator recognises by type, never by name.
-const (
-	pgxPath      = "github.com/jackc/pgx/v5"
-	idemPath     = "github.com/idemgen/idemgen/runtime/idem"
-	idemtestPath = "github.com/idemgen/idemgen/runtime/idemtest"
 )
 
 // builder builds the model of one package.
@@ -44,9 +42,9 @@ type builder struct {
 	walked   map[types.Type]bool
 }
 
-// Build checks every idemgen directive of a loaded package and returns its
-// model. A package without directives returns (nil, nil).
-func build(l *load.Package) (*ir.Package, ErrorList) {
+// Package checks every idemgen directive of a loaded package and returns
+// its model. A package without directives returns (nil, nil).
+func Package(l *load.Package) (*ir.Package, diag.ErrorList) {
 	e := &diag.Errs{}
 	p := l.Pkg
 	// Type errors are expected while outputs are stale or absent: the
@@ -268,7 +266,7 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method 
 		return nil
 	}
 	first := 1
-	hasTx := params.Len() > 1 && isNamed(params.At(1).Type(), pgxPath, "Tx")
+	hasTx := params.Len() > 1 && isNamed(params.At(1).Type(), ir.PgxPath, "Tx")
 	switch {
 	case d.Mode == string(ir.ModeAtomic) && !hasTx:
 		b.e.Add(d.Pos, "-mode=atomic needs a pgx.Tx as the second parameter of %s, so the claim and the work commit together; add tx pgx.Tx or drop -mode to use external mode", m.Key)
@@ -289,7 +287,7 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method 
 	}
 	for i := 1; i < params.Len(); i++ {
 		if i > 1 || !hasTx {
-			if isNamed(params.At(i).Type(), pgxPath, "Tx") {
+			if isNamed(params.At(i).Type(), ir.PgxPath, "Tx") {
 				b.e.Add(fset.Position(params.At(i).Pos()), "%s takes a pgx.Tx as parameter %d: the transaction must come right after ctx (atomic mode)", m.Key, i+1)
 				ok = false
 			}
@@ -462,17 +460,6 @@ func (b *builder) collectNamed() {
 			b.model.Declared = append(b.model.Declared, n)
 		}
 	}
-}
-
-// formatDuration prints a duration the way a person writes it: 48h, 90m, 30s.
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	for _, suf := range []string{"h0m0s", "m0s"} {
-		if strings.HasSuffix(s, suf) {
-			s = strings.TrimSuffix(s, suf) + suf[:1]
-		}
-	}
-	return s
 }
 
 // referObj records the file that declares obj, when it is in the package

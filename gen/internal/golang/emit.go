@@ -1,4 +1,11 @@
-package gen
+// Package golang prints a package model (ir) as the wrappers file,
+// idem_gen.go: wrapper types and methods, the runtime's method
+// descriptions, fingerprint functions and helpers, compile-time guards, and
+// their doc prose. It also holds the rendering helpers the generated tests'
+// emitter (package gotest) shares: the one ir.Type → jen.Code function,
+// files, comments. Names come from package names; it imports neither
+// go/types nor x/tools.
+package golang
 
 import (
 	"bytes"
@@ -12,10 +19,11 @@ import (
 
 	"github.com/idemgen/idemgen/gen/internal/names"
 	"github.com/idemgen/idemgen/gen/ir"
+	"github.com/idemgen/idemgen/gen/stamp"
 )
 
-// emitter renders the Go files of one package model.
-type emitter struct {
+// Emitter renders the Go files of one package model.
+type Emitter struct {
 	m     *ir.Package
 	names *names.Table
 	named map[string]*ir.Named // by PkgPath + "." + Name
@@ -24,17 +32,21 @@ type emitter struct {
 	cyclic     bool // writing the helper of a recursive type: see guard
 }
 
-func newEmitter(m *ir.Package) *emitter {
-	e := &emitter{m: m, names: names.For(m), named: map[string]*ir.Named{}}
+// New returns the emitter of m, with the names of m's generated identifiers
+// allocated (names.For).
+func New(m *ir.Package) *Emitter {
+	e := &Emitter{m: m, names: names.For(m), named: map[string]*ir.Named{}}
 	for _, n := range m.Named {
 		e.named[n.Type.NamedKey()] = n
 	}
 	return e
 }
 
-func newFile(m *ir.Package) *jen.File {
+// NewFile starts a generated file of package m: the header, the build
+// constraint and the import names.
+func NewFile(m *ir.Package) *jen.File {
 	f := jen.NewFilePathName(m.Path, m.Name)
-	f.HeaderComment(Header)
+	f.HeaderComment(stamp.Header)
 	if m.Constraint != "" {
 		f.HeaderComment("//go:build " + m.Constraint)
 	}
@@ -46,13 +58,14 @@ func newFile(m *ir.Package) *jen.File {
 	f.ImportName("maps", "maps")
 	f.ImportName("slices", "slices")
 	f.ImportName("sync/atomic", "atomic")
-	f.ImportName(pgxPath, "pgx")
-	f.ImportName(idemPath, "idem")
-	f.ImportName(idemtestPath, "idemtest")
+	f.ImportName(ir.PgxPath, "pgx")
+	f.ImportName(ir.IdemPath, "idem")
+	f.ImportName(ir.IdemtestPath, "idemtest")
 	return f
 }
 
-func render(f *jen.File) ([]byte, error) {
+// Render prints f.
+func Render(f *jen.File) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := f.Render(&buf); err != nil {
 		return nil, fmt.Errorf("render generated code: %w", err)
@@ -60,9 +73,9 @@ func render(f *jen.File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// emitGo renders the wrappers file, without its stamp.
-func (e *emitter) emitGo() ([]byte, error) {
-	f := newFile(e.m)
+// File renders the wrappers file, without its stamp.
+func (e *Emitter) File() ([]byte, error) {
+	f := NewFile(e.m)
 	for _, r := range e.m.Receivers {
 		f.Add(e.wrapperType(r))
 		f.Add(e.constructor(r))
@@ -90,11 +103,11 @@ func (e *emitter) emitGo() ([]byte, error) {
 			f.Add(g)
 		}
 	}
-	return render(f)
+	return Render(f)
 }
 
-// typ is the one types → jen.Code helper.
-func (e *emitter) typ(t *ir.Type) *jen.Statement {
+// Type is the one ir.Type → jen.Code helper.
+func (e *Emitter) Type(t *ir.Type) *jen.Statement {
 	switch t.Kind {
 	case ir.KindBasic:
 		return jen.Id(t.Basic)
@@ -108,33 +121,33 @@ func (e *emitter) typ(t *ir.Type) *jen.Statement {
 		if len(t.TypeArgs) > 0 {
 			var args []jen.Code
 			for _, a := range t.TypeArgs {
-				args = append(args, e.typ(a))
+				args = append(args, e.Type(a))
 			}
 			s = s.Types(args...)
 		}
 		return s
 	case ir.KindPointer:
-		return jen.Op("*").Add(e.typ(t.Elem))
+		return jen.Op("*").Add(e.Type(t.Elem))
 	case ir.KindSlice:
-		return jen.Index().Add(e.typ(t.Elem))
+		return jen.Index().Add(e.Type(t.Elem))
 	case ir.KindArray:
-		return jen.Index(jen.Lit(int(t.Len))).Add(e.typ(t.Elem))
+		return jen.Index(jen.Lit(int(t.Len))).Add(e.Type(t.Elem))
 	case ir.KindMap:
-		return jen.Map(e.typ(t.Key)).Add(e.typ(t.Elem))
+		return jen.Map(e.Type(t.Key)).Add(e.Type(t.Elem))
 	case ir.KindStruct:
 		var fields []jen.Code
 		for _, fl := range t.Fields {
 			var s *jen.Statement
 			switch {
 			case fl.Alias != nil:
-				s = e.typ(fl.Alias)
+				s = e.Type(fl.Alias)
 				if fl.Type.Kind == ir.KindPointer {
 					s = jen.Op("*").Add(s)
 				}
 			case fl.Embedded:
-				s = e.typ(fl.Type)
+				s = e.Type(fl.Type)
 			default:
-				s = jen.Id(fl.Name).Add(e.typ(fl.Type))
+				s = jen.Id(fl.Name).Add(e.Type(fl.Type))
 			}
 			if fl.Tag != "" {
 				s = s.Op("`" + fl.Tag + "`")
@@ -146,13 +159,13 @@ func (e *emitter) typ(t *ir.Type) *jen.Statement {
 		var params, results []jen.Code
 		for i, p := range t.Params {
 			if t.Variadic && i == len(t.Params)-1 {
-				params = append(params, jen.Op("...").Add(e.typ(p.Elem)))
+				params = append(params, jen.Op("...").Add(e.Type(p.Elem)))
 				continue
 			}
-			params = append(params, e.typ(p))
+			params = append(params, e.Type(p))
 		}
 		for _, r := range t.Results {
-			results = append(results, e.typ(r))
+			results = append(results, e.Type(r))
 		}
 		s := jen.Func().Params(params...)
 		switch len(results) {
@@ -165,32 +178,32 @@ func (e *emitter) typ(t *ir.Type) *jen.Statement {
 	case ir.KindChan:
 		switch t.ChanDir {
 		case "chan<-":
-			return jen.Chan().Op("<-").Add(e.typ(t.Elem))
+			return jen.Chan().Op("<-").Add(e.Type(t.Elem))
 		case "<-chan":
-			return jen.Op("<-").Chan().Add(e.typ(t.Elem))
+			return jen.Op("<-").Chan().Add(e.Type(t.Elem))
 		}
-		return jen.Chan().Add(e.typ(t.Elem))
+		return jen.Chan().Add(e.Type(t.Elem))
 	case ir.KindInterface:
 		var items []jen.Code
 		for _, fl := range t.Fields {
 			if fl.Embedded {
-				items = append(items, e.typ(fl.Type))
+				items = append(items, e.Type(fl.Type))
 				continue
 			}
-			items = append(items, jen.Id(fl.Name).Add((*e.typ(fl.Type))[1:]...))
+			items = append(items, jen.Id(fl.Name).Add((*e.Type(fl.Type))[1:]...))
 		}
 		return jen.Interface(items...)
 	}
 	return jen.Id(t.Expr)
 }
 
-// result is the response type as the runtime sees it: R, or struct{} for
+// Result is the response type as the runtime sees it: R, or struct{} for
 // error-only methods.
-func (e *emitter) result(m *ir.Method) *jen.Statement {
+func (e *Emitter) Result(m *ir.Method) *jen.Statement {
 	if m.Result == nil {
 		return jen.Struct()
 	}
-	return e.typ(m.Result)
+	return e.Type(m.Result)
 }
 
 // duration renders a duration literal: 48 * time.Hour.
@@ -276,8 +289,8 @@ func encodingNotes(enc ir.Encoding) []string {
 	return out
 }
 
-// comment renders lines as a // doc comment.
-func comment(lines ...string) *jen.Statement {
+// Comment renders lines as a // doc comment.
+func Comment(lines ...string) *jen.Statement {
 	s := jen.Null()
 	for i, l := range lines {
 		for j, part := range strings.Split(l, "\n") {
@@ -293,26 +306,26 @@ func comment(lines ...string) *jen.Statement {
 // wrapperType:
 //
 //	type IdempotentPayments struct { inner *Payments; store *idem.Store }
-func (e *emitter) wrapperType(r *ir.Receiver) jen.Code {
+func (e *Emitter) wrapperType(r *ir.Receiver) jen.Code {
 	var list []string
 	for _, m := range r.Methods {
 		list = append(list, m.Name)
 	}
-	return comment(
+	return Comment(
 		fmt.Sprintf("%s wraps *%s: each of its methods (%s) runs at most once per idempotency key", names.Wrapper(r.Name), r.Name, strings.Join(list, ", ")),
 		"(idem.ContextWithKey) within its scope (idem.ContextWithScope), and retries replay the stored response.",
 	).Line().Type().Id(names.Wrapper(r.Name)).Struct(
 		jen.Id("inner").Op("*").Id(r.Name),
-		jen.Id("store").Op("*").Qual(idemPath, "Store"),
+		jen.Id("store").Op("*").Qual(ir.IdemPath, "Store"),
 	).Line()
 }
 
 // constructor:
 //
 //	func NewIdempotentPayments(inner *Payments, store *idem.Store) *IdempotentPayments
-func (e *emitter) constructor(r *ir.Receiver) jen.Code {
-	return comment(fmt.Sprintf("%s wraps inner so that its annotated methods run through the ledger of store.", names.Constructor(r.Name))).Line().
-		Func().Id(names.Constructor(r.Name)).Params(jen.Id("inner").Op("*").Id(r.Name), jen.Id("store").Op("*").Qual(idemPath, "Store")).Op("*").Id(names.Wrapper(r.Name)).Block(
+func (e *Emitter) constructor(r *ir.Receiver) jen.Code {
+	return Comment(fmt.Sprintf("%s wraps inner so that its annotated methods run through the ledger of store.", names.Constructor(r.Name))).Line().
+		Func().Id(names.Constructor(r.Name)).Params(jen.Id("inner").Op("*").Id(r.Name), jen.Id("store").Op("*").Qual(ir.IdemPath, "Store")).Op("*").Id(names.Wrapper(r.Name)).Block(
 		jen.Return(jen.Op("&").Id(names.Wrapper(r.Name)).Values(jen.Dict{jen.Id("inner"): jen.Id("inner"), jen.Id("store"): jen.Id("store")})),
 	).Line()
 }
@@ -320,7 +333,7 @@ func (e *emitter) constructor(r *ir.Receiver) jen.Code {
 // methodVar:
 //
 //	var idemPaymentsCharge = &idem.Method[Receipt]{Name: "example.com/shop.Payments.Charge", Retention: 48 * time.Hour, ...}
-func (e *emitter) methodVar(m *ir.Method) jen.Code {
+func (e *Emitter) methodVar(m *ir.Method) jen.Code {
 	// Fields in the order a reader expects, not jen.Dict's sorted order.
 	d := []jen.Code{jen.Id("Name").Op(":").Lit(m.Ledger)}
 	if m.Retention > 0 {
@@ -334,12 +347,12 @@ func (e *emitter) methodVar(m *ir.Method) jen.Code {
 		for _, n := range m.FinalErrors {
 			items = append(items, jen.Values(jen.Id("Name").Op(":").Lit(n), jen.Id("Err").Op(":").Id(n)))
 		}
-		d = append(d, jen.Id("FinalErrors").Op(":").Index().Qual(idemPath, "FinalError").Values(items...))
+		d = append(d, jen.Id("FinalErrors").Op(":").Index().Qual(ir.IdemPath, "FinalError").Values(items...))
 	}
-	return comment(
+	return Comment(
 		fmt.Sprintf("%s describes %s to the runtime; its promises are in %s's doc comment.\nThe response is stored as JSON; every caller, the first included, gets it\ndecoded from the stored bytes, so a replay equals the first answer.", e.names.MethodVar(m), m.Key, m.Name),
 		"Name, the method's identity in the ledger, holds the package's import path:\nrenaming or moving the package, the type or the method orphans its stored keys.",
-	).Line().Var().Id(e.names.MethodVar(m)).Op("=").Op("&").Qual(idemPath, "Method").Types(e.result(m)).
+	).Line().Var().Id(e.names.MethodVar(m)).Op("=").Op("&").Qual(ir.IdemPath, "Method").Types(e.Result(m)).
 		Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, d...).Line()
 }
 
@@ -349,7 +362,7 @@ func (e *emitter) methodVar(m *ir.Method) jen.Code {
 //		return idem.Atomic(ctx, w.store, idemPaymentsCharge, fingerprintPaymentsCharge(req),
 //			func(ctx context.Context, tx pgx.Tx) (Receipt, error) { return w.inner.Charge(ctx, tx, req) })
 //	}
-func (e *emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Code {
+func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Code {
 	name := m.Name
 	params := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
 	var args, callArgs []jen.Code
@@ -359,16 +372,16 @@ func (e *emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 	}
 	if inTx {
 		name = names.InTx(name)
-		params = append(params, jen.Id("tx").Qual(pgxPath, "Tx"))
+		params = append(params, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
 	}
 	for _, p := range m.Params {
-		params = append(params, jen.Id(p.Local).Add(e.typ(p.Type)))
+		params = append(params, jen.Id(p.Local).Add(e.Type(p.Type)))
 		args = append(args, jen.Id(p.Local))
 		callArgs = append(callArgs, jen.Id(p.Local))
 	}
 	results := []jen.Code{jen.Error()}
 	if m.Result != nil {
-		results = []jen.Code{e.typ(m.Result), jen.Error()}
+		results = []jen.Code{e.Type(m.Result), jen.Error()}
 	}
 	core := "Atomic"
 	coreArgs := []jen.Code{jen.Id("ctx"), jen.Id("w").Dot("store")}
@@ -377,9 +390,9 @@ func (e *emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 	case inTx:
 		core = "AtomicInTx"
 		coreArgs = append(coreArgs, jen.Id("tx"))
-		bodyParams = append(bodyParams, jen.Id("tx").Qual(pgxPath, "Tx"))
+		bodyParams = append(bodyParams, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
 	case m.Mode == ir.ModeAtomic:
-		bodyParams = append(bodyParams, jen.Id("tx").Qual(pgxPath, "Tx"))
+		bodyParams = append(bodyParams, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
 	default:
 		core = "External"
 	}
@@ -391,8 +404,8 @@ func (e *emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 	} else {
 		body = []jen.Code{jen.Return(jen.Struct().Values(), inner)}
 	}
-	fn := jen.Func().Params(bodyParams...).Params(e.result(m), jen.Error()).Block(body...)
-	call := jen.Qual(idemPath, core).Call(append(coreArgs, fn)...)
+	fn := jen.Func().Params(bodyParams...).Params(e.Result(m), jen.Error()).Block(body...)
+	call := jen.Qual(ir.IdemPath, core).Call(append(coreArgs, fn)...)
 	var block []jen.Code
 	if m.Result != nil {
 		block = []jen.Code{jen.Return(call)}
@@ -410,7 +423,7 @@ func (e *emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 			"another request fails with idem.ErrMismatch.",
 			modeText(m), retentionText(m), finalText(m), fingerprintText(m)}
 	}
-	return comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(names.Wrapper(r.Name))).Id(name).Params(params...).Params(results...).Block(block...).Line()
+	return Comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(names.Wrapper(r.Name))).Id(name).Params(params...).Params(results...).Block(block...).Line()
 }
 
 // guard: the type's name is in the compiler's error when the method changes
@@ -418,19 +431,19 @@ func (e *emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 //
 //	type runGoGeneratePaymentsCharge func(*Payments, context.Context, pgx.Tx, ChargeRequest) (Receipt, error)
 //	var _ runGoGeneratePaymentsCharge = (*Payments).Charge
-func (e *emitter) guard(m *ir.Method) jen.Code {
+func (e *Emitter) guard(m *ir.Method) jen.Code {
 	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context")}
 	if m.Mode == ir.ModeAtomic {
-		params = append(params, jen.Qual(pgxPath, "Tx"))
+		params = append(params, jen.Qual(ir.PgxPath, "Tx"))
 	}
 	for _, p := range m.Params {
-		params = append(params, e.typ(p.Type))
+		params = append(params, e.Type(p.Type))
 	}
 	results := []jen.Code{jen.Error()}
 	if m.Result != nil {
-		results = []jen.Code{e.typ(m.Result), jen.Error()}
+		results = []jen.Code{e.Type(m.Result), jen.Error()}
 	}
-	return comment(fmt.Sprintf("%s is the signature of %s this file was generated from. The build fails", e.names.Guard(m), m.Key),
+	return Comment(fmt.Sprintf("%s is the signature of %s this file was generated from. The build fails", e.names.Guard(m), m.Key),
 		"below, naming this type, if the method changes: run go generate.").Line().
 		Type().Id(e.names.Guard(m)).Func().Params(params...).Params(results...).Line().Line().
 		Var().Id("_").Id(e.names.Guard(m)).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name).Line()
@@ -441,16 +454,16 @@ func (e *emitter) guard(m *ir.Method) jen.Code {
 //	func fingerprintPaymentsCharge(req ChargeRequest) []byte {
 //		f := idem.NewFingerprinter("Payments.Charge"); f.Field("req"); fpChargeRequest(f, req); return f.Sum()
 //	}
-func (e *emitter) fingerprintFunc(m *ir.Method) jen.Code {
+func (e *Emitter) fingerprintFunc(m *ir.Method) jen.Code {
 	var params []jen.Code
-	body := []jen.Code{jen.Id("f").Op(":=").Qual(idemPath, "NewFingerprinter").Call(jen.Lit(m.Key))}
+	body := []jen.Code{jen.Id("f").Op(":=").Qual(ir.IdemPath, "NewFingerprinter").Call(jen.Lit(m.Key))}
 	for _, p := range m.Params {
-		params = append(params, jen.Id(p.Local).Add(e.typ(p.Type)))
+		params = append(params, jen.Id(p.Local).Add(e.Type(p.Type)))
 		body = append(body, jen.Id("f").Dot("Field").Call(jen.Lit(p.Name)))
 		body = append(body, e.fpValue(p.Type, jen.Id(p.Local), 0)...)
 	}
 	body = append(body, jen.Return(jen.Id("f").Dot("Sum").Call()))
-	return comment(
+	return Comment(
 		fmt.Sprintf("%s returns the request fingerprint of %s: SHA-256 (idem.Fingerprinter) over", e.names.Fingerprint(m), m.Key),
 		"the method name and each argument, field by field. The idempotency key and scope are not part of it.",
 		fmt.Sprintf("What it hashes, and what it leaves out, is listed in %s's doc comment.", m.Name),
@@ -460,15 +473,15 @@ func (e *emitter) fingerprintFunc(m *ir.Method) jen.Code {
 // fingerprintHelper:
 //
 //	func fpChargeRequest(f *idem.Fingerprinter, v ChargeRequest) { f.Field("Amount"); f.Int(int64(v.Amount)); ... }
-func (e *emitter) fingerprintHelper(n *ir.Named) jen.Code {
-	params := jen.Params(jen.Id("f").Op("*").Qual(idemPath, "Fingerprinter"), jen.Id("v").Add(e.typ(n.Type)))
+func (e *Emitter) fingerprintHelper(n *ir.Named) jen.Code {
+	params := jen.Params(jen.Id("f").Op("*").Qual(ir.IdemPath, "Fingerprinter"), jen.Id("v").Add(e.Type(n.Type)))
 	if n.Text {
 		// func fpNetipAddr(f *idem.Fingerprinter, v netip.Addr) { f.Text(v) }
 		arg := jen.Id("v")
 		if n.TextPtr {
 			arg = jen.Op("&").Id("v")
 		}
-		return comment(fmt.Sprintf("%s writes %s %s into a fingerprint by its text form (MarshalText): its fields are unexported in package %s.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display(), path.Base(n.Type.PkgPath))).Line().
+		return Comment(fmt.Sprintf("%s writes %s %s into a fingerprint by its text form (MarshalText): its fields are unexported in package %s.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display(), path.Base(n.Type.PkgPath))).Line().
 			Func().Id(e.names.Helper(n.Type.NamedKey())).Add(params).Block(jen.Id("f").Dot("Text").Call(arg)).Line()
 	}
 	var hashed, left []string
@@ -494,7 +507,7 @@ func (e *emitter) fingerprintHelper(n *ir.Named) jen.Code {
 	if n.Underlying.Kind == ir.KindNamed {
 		// type Date time.Time: hashed as the type it converts to.
 		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, as the %s.%s it converts to.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display(), path.Base(n.Underlying.PkgPath), n.Underlying.Name)
-		v = e.typ(n.Underlying).Call(v)
+		v = e.Type(n.Underlying).Call(v)
 	}
 	if n.Recursive {
 		doc += fmt.Sprintf(" %s is recursive, so a value may be cyclic: f.Enter writes a back reference where the value reaches a pointer, slice or map it is already inside.", n.Type.Name)
@@ -502,7 +515,7 @@ func (e *emitter) fingerprintHelper(n *ir.Named) jen.Code {
 	e.cyclic = n.Recursive
 	body := e.fpValue(n.Underlying, v, 0)
 	e.cyclic = false
-	return comment(doc).Line().Func().Id(e.names.Helper(n.Type.NamedKey())).Add(params).Block(body...).Line()
+	return Comment(doc).Line().Func().Id(e.names.Helper(n.Type.NamedKey())).Add(params).Block(body...).Line()
 }
 
 // cycleGuard wraps the statements that write the contents of reference v (a
@@ -510,7 +523,7 @@ func (e *emitter) fingerprintHelper(n *ir.Named) jen.Code {
 // type) in a cycle check:
 //
 //	if f.Enter(v.Next) { fpNode(f, *v.Next); f.Leave() }
-func (e *emitter) cycleGuard(t *ir.Type, v *jen.Statement, body []jen.Code) []jen.Code {
+func (e *Emitter) cycleGuard(t *ir.Type, v *jen.Statement, body []jen.Code) []jen.Code {
 	if !e.cyclic || !e.reachesRecursive(t, map[*ir.Named]bool{}) {
 		return body
 	}
@@ -519,7 +532,7 @@ func (e *emitter) cycleGuard(t *ir.Type, v *jen.Statement, body []jen.Code) []je
 
 // reachesRecursive reports whether a value of type t can hold a value of a
 // recursive named type.
-func (e *emitter) reachesRecursive(t *ir.Type, seen map[*ir.Named]bool) bool {
+func (e *Emitter) reachesRecursive(t *ir.Type, seen map[*ir.Named]bool) bool {
 	if t == nil {
 		return false
 	}
@@ -562,7 +575,7 @@ func orNone(s []string) string {
 //
 //	type runGoGenerateChargeRequestFields struct{ Amount int64; Currency string }
 //	var _ = runGoGenerateChargeRequestFields(ChargeRequest{})
-func (e *emitter) structGuard(n *ir.Named) jen.Code {
+func (e *Emitter) structGuard(n *ir.Named) jen.Code {
 	if n.Text || n.Underlying.Kind != ir.KindStruct {
 		return nil
 	}
@@ -571,14 +584,14 @@ func (e *emitter) structGuard(n *ir.Named) jen.Code {
 			return nil
 		}
 	}
-	return comment(fmt.Sprintf("%s holds the fields of %s that %s was generated for. The build", e.names.FieldsGuard(n.Type.NamedKey()), n.Type.Display(), e.names.Helper(n.Type.NamedKey())),
+	return Comment(fmt.Sprintf("%s holds the fields of %s that %s was generated for. The build", e.names.FieldsGuard(n.Type.NamedKey()), n.Type.Display(), e.names.Helper(n.Type.NamedKey())),
 		"fails below, naming this type, if they change: run go generate so that "+e.names.Helper(n.Type.NamedKey())+" hashes them.").Line().
-		Type().Id(e.names.FieldsGuard(n.Type.NamedKey())).Add(e.typ(n.Underlying)).Line().Line().
-		Var().Id("_").Op("=").Id(e.names.FieldsGuard(n.Type.NamedKey())).Parens(e.typ(n.Type).Values()).Line()
+		Type().Id(e.names.FieldsGuard(n.Type.NamedKey())).Add(e.Type(n.Underlying)).Line().Line().
+		Var().Id("_").Op("=").Id(e.names.FieldsGuard(n.Type.NamedKey())).Parens(e.Type(n.Type).Values()).Line()
 }
 
 // fpValue writes the statements that hash value v of type t.
-func (e *emitter) fpValue(t *ir.Type, v *jen.Statement, depth int) []jen.Code {
+func (e *Emitter) fpValue(t *ir.Type, v *jen.Statement, depth int) []jen.Code {
 	f := func(method string, args ...jen.Code) jen.Code { return jen.Id("f").Dot(method).Call(args...) }
 	switch t.Kind {
 	case ir.KindBasic:
@@ -641,7 +654,7 @@ func (e *emitter) fpValue(t *ir.Type, v *jen.Statement, depth int) []jen.Code {
 // nilCond is the test under which a slice or map v is written as nil:
 // v == nil, or len(v) == 0 for a field tagged idem:",emptyisnil" (set in
 // e.emptyIsNil by the struct field being written, and used up here).
-func (e *emitter) nilCond(v *jen.Statement) *jen.Statement {
+func (e *Emitter) nilCond(v *jen.Statement) *jen.Statement {
 	if e.emptyIsNil {
 		e.emptyIsNil = false
 		return jen.Len(v.Clone()).Op("==").Lit(0)
@@ -649,7 +662,7 @@ func (e *emitter) nilCond(v *jen.Statement) *jen.Statement {
 	return v.Clone().Op("==").Nil()
 }
 
-func (e *emitter) fpBasic(basic string, v *jen.Statement, named bool) []jen.Code {
+func (e *Emitter) fpBasic(basic string, v *jen.Statement, named bool) []jen.Code {
 	call := func(method, conv string) []jen.Code {
 		arg := v.Clone()
 		if named || basic != conv {
@@ -684,4 +697,18 @@ func deref(elem *ir.Type, v *jen.Statement) *jen.Statement {
 		return jen.Parens(jen.Op("*").Add(v.Clone()))
 	}
 	return jen.Op("*").Add(v.Clone())
+}
+
+// Names is the naming table of the model.
+func (e *Emitter) Names() *names.Table { return e.names }
+
+// formatDuration prints a duration the way a person writes it: 48h, 90m, 30s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	for _, suf := range []string{"h0m0s", "m0s"} {
+		if strings.HasSuffix(s, suf) {
+			s = strings.TrimSuffix(s, suf) + suf[:1]
+		}
+	}
+	return s
 }

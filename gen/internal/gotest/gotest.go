@@ -1,18 +1,39 @@
-package gen
+// Package gotest prints a package model (ir) as the generated tests,
+// idem_gen_test.go: one idemtest.Package value and one short suite literal
+// per method, whose scenarios live in runtime/idemtest. It renders through
+// package golang's helpers, takes every name from package names, and
+// imports neither go/types nor x/tools.
+package gotest
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/idemgen/idemgen/gen/internal/golang"
 	"github.com/idemgen/idemgen/gen/internal/names"
 	"github.com/idemgen/idemgen/gen/ir"
 )
+
+// emitter renders the generated tests of one package model.
+type emitter struct {
+	*golang.Emitter
+	m     *ir.Package
+	names *names.Table
+}
+
+// File renders the generated tests of m. migrations are the generated
+// migration files by name (relative to the migrations directory), which the
+// tests require unchanged.
+func File(m *ir.Package, migrations map[string][]byte) ([]byte, error) {
+	g := golang.New(m)
+	e := &emitter{Emitter: g, m: m, names: g.Names()}
+	return e.emitTests(migrations)
+}
 
 // emitTests renders the generated tests file: one idemtest.Package value,
 // then one short suite literal per method. The scenarios live in
@@ -21,14 +42,14 @@ import (
 // files by name (relative to the migrations directory), which the tests
 // require unchanged.
 func (e *emitter) emitTests(migrations map[string][]byte) ([]byte, error) {
-	f := newFile(e.m)
+	f := golang.NewFile(e.m)
 	f.Add(e.testPackage(migrations))
 	for _, r := range e.m.Receivers {
 		for _, m := range r.Methods {
 			f.Add(e.methodTest(r, m))
 		}
 	}
-	return render(f)
+	return golang.Render(f)
 }
 
 // testPackage:
@@ -48,15 +69,15 @@ func (e *emitter) testPackage(migrations map[string][]byte) jen.Code {
 	if e.m.MigrationsDir != "" {
 		doc = append(doc, fmt.Sprintf("applied (%s, in %s/) to every test's database; the files idemgen wrote must be there, unchanged.",
 			e.m.MigrationFormat, e.m.MigrationsDir))
-		migs = jen.Id("Migrations").Op(":").Qual(idemtestPath, "Migrations").Values(
+		migs = jen.Id("Migrations").Op(":").Qual(ir.IdemtestPath, "Migrations").Values(
 			jen.Id("Dir").Op(":").Lit(e.m.MigrationsDir), jen.Id("Format").Op(":").Lit(e.m.MigrationFormat),
-			jen.Id("Generated").Op(":").Index().Qual(idemtestPath, "GeneratedFile").Values(append(files, jen.Line())...),
+			jen.Id("Generated").Op(":").Index().Qual(ir.IdemtestPath, "GeneratedFile").Values(append(files, jen.Line())...),
 		).Op(",")
 	} else {
 		doc = append(doc, "none here (-migrations=off): the tests create the ledger table, and the fixture the rest of the schema.")
 	}
-	return comment(doc...).Line().
-		Var().Id(names.TestPackageVar).Op("=").Qual(idemtestPath, "Package").Block(
+	return golang.Comment(doc...).Line().
+		Var().Id(names.TestPackageVar).Op("=").Qual(ir.IdemtestPath, "Package").Block(
 		jen.Id("Table").Op(":").Lit(e.m.Table).Op(","),
 		migs,
 	).Line()
@@ -89,9 +110,9 @@ func (e *emitter) methodTest(r *ir.Receiver, m *ir.Method) jen.Code {
 		body = append(body, jen.Comment(names.ArgsType+" are the arguments of "+m.Key+" after ctx"+map[bool]string{true: " and tx", false: ""}[m.Mode != ir.ModeExternal]+"."),
 			jen.Type().Id(names.ArgsType).Add(s.argsType))
 	}
-	lit := jen.Qual(idemtestPath, s.kind).Types(jen.Op("*").Id(r.Name), jen.Op("*").Id(names.Wrapper(r.Name)), s.a.Clone(), e.result(m))
+	lit := jen.Qual(ir.IdemtestPath, s.kind).Types(jen.Op("*").Id(r.Name), jen.Op("*").Id(names.Wrapper(r.Name)), s.a.Clone(), e.Result(m))
 	body = append(body, lit.Block(s.fields...).Dot("Run").Call(jen.Id("t")))
-	return comment(e.testDoc(name, s.kind, m)...).Line().
+	return golang.Comment(e.testDoc(name, s.kind, m)...).Line().
 		Func().Id(name).Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(body...).Line()
 }
 
@@ -103,7 +124,7 @@ func (e *emitter) testDoc(name, kind string, m *ir.Method) []string {
 		doc = append(doc, fmt.Sprintf("It counts executions, not effects: add %s to count those too.", names.EffectDecl(m.Receiver, m.Name)))
 	}
 	if m.NoMismatch() {
-		doc = append(doc, "No mismatch scenario: "+noMismatchText(e.m, m))
+		doc = append(doc, "No mismatch scenario: "+NoMismatch(e.m, m))
 	}
 	return doc
 }
@@ -172,7 +193,7 @@ type adapter struct {
 func (e *emitter) adapt(r *ir.Receiver, m *ir.Method) *adapter {
 	ad := &adapter{e: e, r: r, m: m}
 	if len(m.Params) == 1 {
-		ad.a = e.typ(m.Params[0].Type)
+		ad.a = e.Type(m.Params[0].Type)
 		ad.fingerprint = jen.Id(e.names.Fingerprint(m))
 		ad.sample = jen.Id(names.SampleFixture(m.Receiver, m.Name))
 		return ad
@@ -185,7 +206,7 @@ func (e *emitter) adapt(r *ir.Receiver, m *ir.Method) *adapter {
 			name = fmt.Sprintf("arg%d", i+1)
 		}
 		ad.fields = append(ad.fields, name)
-		fields = append(fields, jen.Id(name).Add(e.typ(p.Type)))
+		fields = append(fields, jen.Id(name).Add(e.Type(p.Type)))
 		refs = append(refs, jen.Id("a").Dot(name))
 	}
 	ad.a = jen.Id(names.ArgsType)
@@ -217,14 +238,14 @@ func (ad *adapter) call(name string, wrapper, tx bool) jen.Code {
 			return expr
 		}
 		if tx {
-			return jen.Qual(idemtestPath, "NoResultTx").Call(expr)
+			return jen.Qual(ir.IdemtestPath, "NoResultTx").Call(expr)
 		}
-		return jen.Qual(idemtestPath, "NoResult").Call(expr)
+		return jen.Qual(ir.IdemtestPath, "NoResult").Call(expr)
 	}
 	params := []jen.Code{jen.Id("x").Op("*").Id(recv), jen.Id("ctx").Qual("context", "Context")}
 	args := []jen.Code{jen.Id("ctx")}
 	if tx {
-		params = append(params, jen.Id("tx").Qual(pgxPath, "Tx"))
+		params = append(params, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
 		args = append(args, jen.Id("tx"))
 	}
 	for _, f := range ad.fields {
@@ -236,7 +257,7 @@ func (ad *adapter) call(name string, wrapper, tx bool) jen.Code {
 	if ad.m.Result == nil {
 		ret = jen.Return(jen.Struct().Values(), inner)
 	}
-	return jen.Func().Params(params...).Params(ad.e.result(ad.m), jen.Error()).Block(ret)
+	return jen.Func().Params(params...).Params(ad.e.Result(ad.m), jen.Error()).Block(ret)
 }
 
 // other renders the suite's Other: the package's other…Args fixture, or a
@@ -264,7 +285,7 @@ func (e *emitter) other(m *ir.Method, ad *adapter) jen.Code {
 	for _, p := range mu.Path {
 		target = target.Dot(p)
 	}
-	vary := target.Clone().Op("=").Qual(idemtestPath, "Vary").Call(target.Clone())
+	vary := target.Clone().Op("=").Qual(ir.IdemtestPath, "Vary").Call(target.Clone())
 	if ad.argsType == nil {
 		return jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Add(ad.a.Clone()).Block(
 			jen.Id("a").Op(":=").Id(names.SampleFixture(m.Receiver, m.Name)).Call(jen.Id("t")),
@@ -287,25 +308,9 @@ func (ad *adapter) refs() []jen.Code {
 	return out
 }
 
-// testMigrations returns the generated migrations among outputs (keyed by
-// path relative to the package), by name relative to the migrations
-// directory.
-func testMigrations(dir string, outputs map[string][]byte) map[string][]byte {
-	out := map[string][]byte{}
-	if dir == "" {
-		return out
-	}
-	for rel, b := range outputs {
-		if name, ok := strings.CutPrefix(rel, dir+"/"); ok && !strings.Contains(name, "/") && path.Ext(name) == ".sql" {
-			out[name] = b
-		}
-	}
-	return out
-}
-
-// noMismatchText says why the generated tests of m (of package p) have no
+// NoMismatch says why the generated tests of m (of package p) have no
 // mismatch scenario (m.NoMismatch) and, when p has tests, how to add one.
-func noMismatchText(p *ir.Package, m *ir.Method) string {
+func NoMismatch(p *ir.Package, m *ir.Method) string {
 	s := fmt.Sprintf("%s: no mismatch test: the generated tests vary one fingerprinted number, string or bool reached through the arguments' struct fields to make another request, and there is none (fingerprinted: %s)", m.Key, strings.Join(m.Fingerprinted, ", "))
 	if len(m.Fingerprinted) == 0 {
 		s = fmt.Sprintf("%s: no mismatch test: nothing in the arguments is fingerprinted (every field is tagged idem:\"-\"), so every call is the same request", m.Key)

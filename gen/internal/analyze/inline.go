@@ -1,4 +1,4 @@
-package gen
+package analyze
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/idemgen/idemgen/gen/internal/directive"
 	"github.com/idemgen/idemgen/gen/ir"
-	"github.com/idemgen/idemgen/gen/migrations"
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
@@ -30,7 +29,7 @@ func (b *builder) inline(d *directive.Directive, m *ir.Method, recv *types.Named
 		b.e.Add(d.Pos, "-inline: %v", err)
 		ok = false
 	}
-	hasTx := sig.Params().Len() > 1 && isNamed(sig.Params().At(1).Type(), pgxPath, "Tx")
+	hasTx := sig.Params().Len() > 1 && isNamed(sig.Params().At(1).Type(), ir.PgxPath, "Tx")
 	if !hasTx {
 		b.e.Add(d.Pos, "-inline needs a pgx.Tx as the second parameter of %s: its own INSERT, in that transaction, is the claim", m.Key)
 		ok = false
@@ -66,7 +65,7 @@ func (b *builder) inline(d *directive.Directive, m *ir.Method, recv *types.Named
 	ls := fn.Type().(*types.Signature)
 	p, r := ls.Params(), ls.Results()
 	var problems []string
-	if p.Len() != 3 || !isNamed(p.At(0).Type(), "context", "Context") || !isNamed(p.At(1).Type(), pgxPath, "Tx") || !isNamed(p.At(2).Type(), idemPath, "InlineKey") {
+	if p.Len() != 3 || !isNamed(p.At(0).Type(), "context", "Context") || !isNamed(p.At(1).Type(), ir.PgxPath, "Tx") || !isNamed(p.At(2).Type(), ir.IdemPath, "InlineKey") {
 		problems = append(problems, "its parameters must be (ctx context.Context, tx pgx.Tx, k idem.InlineKey)")
 	}
 	if r.Len() != 3 || !isError(r.At(2).Type()) {
@@ -118,18 +117,4 @@ func (b *builder) checkInlineTables(recvs []*ir.Receiver) {
 			b.e.Add(posOf(m.Pos), "%s and %s both keep their keys in %s (-inline=%s): a table holds the keys of one method; give one of them its own table or the ledger", list[0].Key, m.Key, t, t)
 		}
 	}
-}
-
-// inlineTables lists the business tables of the package's inline methods,
-// for the migration planner.
-func inlineTables(p *ir.Package) []migrations.InlineTable {
-	var out []migrations.InlineTable
-	for _, r := range p.Receivers {
-		for _, m := range r.Methods {
-			if m.Inline != nil {
-				out = append(out, migrations.InlineTable{Table: m.Inline.Table, Methods: []string{m.Key}})
-			}
-		}
-	}
-	return out
 }
