@@ -78,29 +78,29 @@ type Method struct {
 	Pos      string // the directive's position, relative
 
 	Mode        Mode
-	Retention   time.Duration // 0: the store's default
-	LockTimeout time.Duration // external mode; 0: the store's default
-	FinalErrors []string      // package-level error variables
+	Retention   time.Duration `json:",omitempty"` // 0: the store's default
+	LockTimeout time.Duration `json:",omitempty"` // external mode; 0: the store's default
+	FinalErrors []string      `json:",omitempty"` // package-level error variables
 	Storm       int           // goroutines in the generated storm test
 
-	Params []Param // the arguments after ctx (and tx), all fingerprinted
-	Result *Type   // nil when the method returns only an error
+	Params []Param `json:",omitempty"` // the arguments after ctx (and tx), all fingerprinted
+	Result *Type   `json:",omitempty"` // nil when the method returns only an error
 
-	Fingerprinted []string // field paths hashed, in order, for doc comments
-	Omitted       []string // field paths left out (idem:"-")
+	Fingerprinted []string `json:",omitempty"` // field paths hashed, in order, for doc comments
+	Omitted       []string `json:",omitempty"` // field paths left out (idem:"-")
 	Encoding      Encoding // rules of the encoding that apply to this request
 
-	Inline *Inline // inline mode only
+	Inline *Inline `json:",omitempty"` // inline mode only
 
 	// Mutation is the fingerprinted scalar a generated test may vary to
 	// make another request; nil when there is none.
-	Mutation *Mutation
+	Mutation *Mutation `json:",omitempty"`
 	// HasEffectFixture: the package's tests declare the optional fixture
 	// counting this method's effects (names.EffectFixture).
-	HasEffectFixture bool
+	HasEffectFixture bool `json:",omitempty"`
 	// HasOtherFixture: the package's tests declare the optional fixture
 	// returning another request (names.OtherFixture).
-	HasOtherFixture bool
+	HasOtherFixture bool `json:",omitempty"`
 }
 
 // NoMismatch reports that no other request can be derived for the
@@ -159,19 +159,19 @@ const (
 // Type is a Go type as the emitter needs it.
 type Type struct {
 	Kind     Kind
-	Basic    string  // KindBasic, and KindNamed over a basic type: the basic type's name, e.g. "int64"
-	PkgPath  string  // KindNamed: the declaring package's import path
-	Name     string  // KindNamed: the type name
-	TypeArgs []*Type // KindNamed: instantiation
-	Elem     *Type   // pointer, slice, array, map value
-	Key      *Type   // map key
-	Len      int64   // array length
-	Fields   []Field // struct fields; KindInterface: methods (Type is a KindFunc) and embedded types
-	Params   []*Type // KindFunc
-	Results  []*Type // KindFunc
-	Variadic bool    // KindFunc: the last parameter is ...Elem of its slice type
-	ChanDir  string  // KindChan: "chan", "<-chan" or "chan<-"
-	Expr     string  // KindOther: the type as Go source
+	Basic    string  `json:",omitempty"` // KindBasic, and KindNamed over a basic type: the basic type's name, e.g. "int64"
+	PkgPath  string  `json:",omitempty"` // KindNamed: the declaring package's import path
+	Name     string  `json:",omitempty"` // KindNamed: the type name
+	TypeArgs []*Type `json:",omitempty"` // KindNamed: instantiation
+	Elem     *Type   `json:",omitempty"` // pointer, slice, array, map value
+	Key      *Type   `json:",omitempty"` // map key
+	Len      int64   `json:",omitempty"` // array length
+	Fields   []Field `json:",omitempty"` // struct fields; KindInterface: methods (Type is a KindFunc) and embedded types
+	Params   []*Type `json:",omitempty"` // KindFunc
+	Results  []*Type `json:",omitempty"` // KindFunc
+	Variadic bool    `json:",omitempty"` // KindFunc: the last parameter is ...Elem of its slice type
+	ChanDir  string  `json:",omitempty"` // KindChan: "chan", "<-chan" or "chan<-"
+	Expr     string  `json:",omitempty"` // KindOther: the type as Go source
 }
 
 // NamedKey identifies a named type, with its type arguments if it is an
@@ -226,29 +226,29 @@ func (t *Type) str(full bool) string {
 
 // Field is a struct field.
 type Field struct {
-	Name     string
+	Name     string `json:",omitempty"`
 	Type     *Type
-	Embedded bool
-	Alias    *Type // embedded through an alias: the alias, which names the field
-	Tag      string
-	Omitted  bool // tagged idem:"-": not fingerprinted
+	Embedded bool   `json:",omitempty"`
+	Alias    *Type  `json:",omitempty"` // embedded through an alias: the alias, which names the field
+	Tag      string `json:",omitempty"`
+	Omitted  bool   `json:",omitempty"` // tagged idem:"-": not fingerprinted
 	// EmptyIsNil (idem:",emptyisnil", slices and maps): an empty value
 	// fingerprints as nil.
-	EmptyIsNil bool
+	EmptyIsNil bool `json:",omitempty"`
 }
 
 // Named is a named type whose fingerprint is written by a helper function.
 type Named struct {
 	Type       *Type  // the KindNamed reference
 	PkgName    string // the name of the declaring package
-	Underlying *Type
+	Underlying *Type  `json:",omitempty"`
 	// Recursive: the type reaches itself, so a value may be cyclic; the
 	// helper guards its pointers, slices and maps with Fingerprinter.Enter.
-	Recursive bool
+	Recursive bool `json:",omitempty"`
 	// Text: another package's type with fields generated code cannot
 	// read, hashed by its MarshalText form (TextPtr: through a pointer
 	// receiver). Underlying is nil.
-	Text, TextPtr bool
+	Text, TextPtr bool `json:",omitempty"`
 }
 
 // Inline is the model of an inline-mode method (-inline=TABLE

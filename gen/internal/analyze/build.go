@@ -47,20 +47,7 @@ type builder struct {
 func Package(l *load.Package) (*ir.Package, diag.ErrorList) {
 	e := &diag.Errs{}
 	p := l.Pkg
-	// Type errors are expected while outputs are stale or absent: the
-	// package's own code may call the wrappers idemgen is about to write
-	// (idemgen reads its own files as empty). They only stop generation when
-	// an annotated method's signature cannot be read (b.invalid). Parse
-	// errors and go command failures always do, except the compiler's
-	// report ("# pkg" ...) of the real files, which this type-check of the
-	// files as idemgen reads them supersedes.
-	var fatal []packages.Error
-	for _, pe := range p.Errors {
-		if pe.Kind == packages.ParseError || pe.Kind == packages.ListError && !strings.HasPrefix(pe.Msg, "# ") {
-			fatal = append(fatal, pe)
-		}
-	}
-	if len(fatal) > 0 {
+	if fatal := fatalErrors(p); len(fatal) > 0 {
 		reportBuildErrors(e, p, fatal)
 		return nil, e.List
 	}
@@ -68,63 +55,10 @@ func Package(l *load.Package) (*ir.Package, diag.ErrorList) {
 	if len(fs) == 0 {
 		return nil, e.List
 	}
-	var ds []*directive.Directive
-	for _, f := range fs {
-		ds = append(ds, f.D)
-	}
-	st := directive.MergeSettings(ds, e)
 	b := &builder{l: l, pkg: p.Types, e: e, named: map[string]*ir.Named{}, fixtureSeen: map[string]bool{},
 		referred: map[string]bool{}, walked: map[types.Type]bool{}}
-	dir := ""
-	if len(p.GoFiles) > 0 {
-		dir = filepath.Dir(p.GoFiles[0])
-	}
-	m := &ir.Package{Path: p.PkgPath, Name: p.Name, Dir: dir, MigrationFormat: st.Format, Tests: st.Tests,
-		MigrationsDir: filepath.ToSlash(filepath.Clean(st.Migrations))}
-	b.model = m
-	if l, err := ledger.New(st.Table); err != nil {
-		pos := fs[0].D.Pos
-		for _, f := range fs {
-			if f.D.IsSet("table") {
-				pos = f.D.Pos
-				break
-			}
-		}
-		e.Add(pos, "-table: %v", err)
-	} else {
-		m.Table, m.TableQuoted = l.Table.String(), l.Table.Quoted()
-	}
-
-	recvs := map[string]*ir.Receiver{}
-	seen := map[*ast.FuncDecl]*directive.Directive{}
-	dirOf := map[*ir.Method]*directive.Directive{}
-	for _, f := range fs {
-		if f.Decl == nil {
-			continue
-		}
-		if prev := seen[f.Decl]; prev != nil {
-			e.Add(f.D.Pos, "method %s already has an idemgen directive at %s: keep one", f.Decl.Name.Name, prev.Pos)
-			continue
-		}
-		seen[f.Decl] = f.D
-		meth := b.method(f.D, f.Decl)
-		if meth == nil {
-			continue
-		}
-		dirOf[meth] = f.D
-		r := recvs[meth.Receiver]
-		if r == nil {
-			r = &ir.Receiver{Name: meth.Receiver}
-			recvs[meth.Receiver] = r
-		}
-		r.Methods = append(r.Methods, meth)
-	}
-	for _, r := range recvs {
-		sort.Slice(r.Methods, func(i, j int) bool { return r.Methods[i].Name < r.Methods[j].Name })
-		m.Receivers = append(m.Receivers, r)
-		checkWrapperNames(r, dirOf, e)
-	}
-	sort.Slice(m.Receivers, func(i, j int) bool { return m.Receivers[i].Name < m.Receivers[j].Name })
+	m := b.packageModel(fs)
+	b.methods(fs)
 	b.checkInlineTables(m.Receivers)
 	if b.invalid {
 		var typeErrs []packages.Error
@@ -151,6 +85,90 @@ func Package(l *load.Package) (*ir.Package, diag.ErrorList) {
 		return nil, e.List
 	}
 	return m, nil
+}
+
+// fatalErrors are the load errors that stop generation. Type errors are
+// expected while outputs are stale or absent: the package's own code may
+// call the wrappers idemgen is about to write (idemgen reads its own files
+// as empty). They only stop generation when an annotated method's signature
+// cannot be read (builder.invalid). Parse errors and go command failures
+// always do, except the compiler's report ("# pkg" ...) of the real files,
+// which this type-check of the files as idemgen reads them supersedes.
+func fatalErrors(p *packages.Package) []packages.Error {
+	var fatal []packages.Error
+	for _, pe := range p.Errors {
+		if pe.Kind == packages.ParseError || pe.Kind == packages.ListError && !strings.HasPrefix(pe.Msg, "# ") {
+			fatal = append(fatal, pe)
+		}
+	}
+	return fatal
+}
+
+// packageModel starts the model with the package-level settings the
+// directives fs agree on.
+func (b *builder) packageModel(fs []directive.Found) *ir.Package {
+	p := b.l.Pkg
+	var ds []*directive.Directive
+	for _, f := range fs {
+		ds = append(ds, f.D)
+	}
+	st := directive.MergeSettings(ds, b.e)
+	dir := ""
+	if len(p.GoFiles) > 0 {
+		dir = filepath.Dir(p.GoFiles[0])
+	}
+	m := &ir.Package{Path: p.PkgPath, Name: p.Name, Dir: dir, MigrationFormat: st.Format, Tests: st.Tests,
+		MigrationsDir: filepath.ToSlash(filepath.Clean(st.Migrations))}
+	b.model = m
+	if l, err := ledger.New(st.Table); err != nil {
+		pos := fs[0].D.Pos
+		for _, f := range fs {
+			if f.D.IsSet("table") {
+				pos = f.D.Pos
+				break
+			}
+		}
+		b.e.Add(pos, "-table: %v", err)
+	} else {
+		m.Table, m.TableQuoted = l.Table.String(), l.Table.Quoted()
+	}
+	return m
+}
+
+// methods checks every annotated method and adds the receivers, sorted by
+// name, each with its methods sorted by name, to the model.
+func (b *builder) methods(fs []directive.Found) {
+	recvs := map[string]*ir.Receiver{}
+	seen := map[*ast.FuncDecl]*directive.Directive{}
+	dirOf := map[*ir.Method]*directive.Directive{}
+	for _, f := range fs {
+		if f.Decl == nil {
+			continue
+		}
+		if prev := seen[f.Decl]; prev != nil {
+			b.e.Add(f.D.Pos, "method %s already has an idemgen directive at %s: keep one", f.Decl.Name.Name, prev.Pos)
+			continue
+		}
+		seen[f.Decl] = f.D
+		meth := b.method(f.D, f.Decl)
+		if meth == nil {
+			continue
+		}
+		dirOf[meth] = f.D
+		r := recvs[meth.Receiver]
+		if r == nil {
+			r = &ir.Receiver{Name: meth.Receiver}
+			recvs[meth.Receiver] = r
+		}
+		r.Methods = append(r.Methods, meth)
+	}
+	m := b.model
+	for _, r := range recvs {
+		sort.Slice(r.Methods, func(i, j int) bool { return r.Methods[i].Name < r.Methods[j].Name })
+		m.Receivers = append(m.Receivers, r)
+		checkWrapperNames(r, dirOf, b.e)
+	}
+	sort.Slice(m.Receivers, func(i, j int) bool { return m.Receivers[i].Name < m.Receivers[j].Name })
 }
 
 // checkWrapperNames refuses two annotated methods whose wrapper methods
@@ -208,17 +226,58 @@ func posOf(s string) token.Position {
 
 // method checks one annotated method and returns its model, or nil.
 func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method {
-	fset := b.l.Pkg.Fset
-	fn, _ := b.l.Pkg.TypesInfo.Defs[decl.Name].(*types.Func)
+	fn, sig, recv := b.resolve(d, decl)
 	if fn == nil {
-		b.e.Add(d.Pos, "cannot resolve method %s", decl.Name.Name)
 		return nil
 	}
-	sig := fn.Type().(*types.Signature)
-	namePos := fset.Position(decl.Name.Pos())
+	namePos := b.l.Pkg.Fset.Position(decl.Name.Pos())
+	m := &ir.Method{
+		Receiver: recv.Obj().Name(), Name: fn.Name(), Pos: d.Pos.String(),
+		Retention: d.Retention, LockTimeout: d.LockTimeout, FinalErrors: d.FinalErrors, Storm: d.Storm,
+	}
+	m.Key = m.Receiver + "." + m.Name
+	m.Ledger = ledgerName(b.l.Pkg.PkgPath, m.Receiver, m.Name)
+	if !fn.Exported() {
+		b.e.Add(namePos, "method %s is unexported: the wrapper exposes a method of the same name, so export it (or wrap an exported method that calls it)", m.Key)
+	}
+	ok := true
+	if sig.Variadic() {
+		b.e.Add(namePos, "%s is variadic: a variadic call cannot be fingerprinted reliably; take a slice parameter instead", m.Key)
+		ok = false
+	}
+	first, modeOK := b.mode(d, m, sig, namePos)
+	if first < 0 {
+		return nil
+	}
+	ok = modeOK && ok
+	ok = b.results(m, sig, namePos) && ok
+	ok = b.params(m, sig, first) && ok
+	ok = b.finalErrors(d) && ok
+	if (d.Inline != "" || d.Lookup != "") && !b.inline(d, m, recv, sig) {
+		ok = false
+	}
+	if !ok {
+		return nil
+	}
+	b.wantFixtures(d.Pos, m, first)
+	return m
+}
+
+// resolve finds the annotated method's function, signature and receiver
+// type, and records the files the generated code will refer to for it; fn
+// is nil when the method cannot be generated for (reported, or the
+// signature did not type-check: b.invalid).
+func (b *builder) resolve(d *directive.Directive, decl *ast.FuncDecl) (fn *types.Func, sig *types.Signature, recv *types.Named) {
+	fn, _ = b.l.Pkg.TypesInfo.Defs[decl.Name].(*types.Func)
+	if fn == nil {
+		b.e.Add(d.Pos, "cannot resolve method %s", decl.Name.Name)
+		return nil, nil, nil
+	}
+	sig = fn.Type().(*types.Signature)
+	namePos := b.l.Pkg.Fset.Position(decl.Name.Pos())
 	if strings.Contains(types.TypeString(sig, nil), "invalid type") {
 		b.invalid = true
-		return nil
+		return nil, nil, nil
 	}
 	rt := sig.Recv().Type()
 	if p, ok := rt.(*types.Pointer); ok {
@@ -227,11 +286,11 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method 
 	recv, ok := types.Unalias(rt).(*types.Named)
 	if !ok {
 		b.e.Add(namePos, "cannot read the receiver type of %s", decl.Name.Name)
-		return nil
+		return nil, nil, nil
 	}
 	if recv.TypeParams().Len() > 0 {
 		b.e.Add(namePos, "%s has a generic receiver %s: idemgen wraps methods of non-generic types only; move the method to a concrete type", decl.Name.Name, recv.Obj().Name())
-		return nil
+		return nil, nil, nil
 	}
 	b.referObj(fn)
 	b.refer(recv)
@@ -246,25 +305,21 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method 
 			b.referObj(obj)
 		}
 	}
-	m := &ir.Method{
-		Receiver: recv.Obj().Name(), Name: fn.Name(), Pos: d.Pos.String(),
-		Retention: d.Retention, LockTimeout: d.LockTimeout, FinalErrors: d.FinalErrors, Storm: d.Storm,
-	}
-	m.Key = m.Receiver + "." + m.Name
-	m.Ledger = ledgerName(b.l.Pkg.PkgPath, m.Receiver, m.Name)
-	if !fn.Exported() {
-		b.e.Add(namePos, "method %s is unexported: the wrapper exposes a method of the same name, so export it (or wrap an exported method that calls it)", m.Key)
-	}
+	return fn, sig, recv
+}
+
+// mode decides m's mode from its parameters (a pgx.Tx after ctx: atomic;
+// none: external) and checks it against -mode and -lock-timeout. It returns
+// the index of the first fingerprinted parameter, -1 when the method takes
+// no context.Context (and nothing else can be checked), and whether the
+// parameters fit the mode.
+func (b *builder) mode(d *directive.Directive, m *ir.Method, sig *types.Signature, namePos token.Position) (int, bool) {
 	params := sig.Params()
-	ok = true
-	if sig.Variadic() {
-		b.e.Add(namePos, "%s is variadic: a variadic call cannot be fingerprinted reliably; take a slice parameter instead", m.Key)
-		ok = false
-	}
 	if params.Len() == 0 || !isNamed(params.At(0).Type(), "context", "Context") {
 		b.e.Add(namePos, "%s must take a context.Context as its first parameter: the idempotency key and scope travel in it (idem.ContextWithKey, idem.ContextWithScope)", m.Key)
-		return nil
+		return -1, false
 	}
+	ok := true
 	first := 1
 	hasTx := params.Len() > 1 && isNamed(params.At(1).Type(), ir.PgxPath, "Tx")
 	switch {
@@ -288,31 +343,39 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method 
 	for i := 1; i < params.Len(); i++ {
 		if i > 1 || !hasTx {
 			if isNamed(params.At(i).Type(), ir.PgxPath, "Tx") {
-				b.e.Add(fset.Position(params.At(i).Pos()), "%s takes a pgx.Tx as parameter %d: the transaction must come right after ctx (atomic mode)", m.Key, i+1)
+				b.e.Add(b.l.Pkg.Fset.Position(params.At(i).Pos()), "%s takes a pgx.Tx as parameter %d: the transaction must come right after ctx (atomic mode)", m.Key, i+1)
 				ok = false
 			}
 		}
 	}
+	return first, ok
+}
 
-	// Results: (R, error) or error.
+// results checks that m returns (R, error) or error, and that R survives
+// the JSON round trip (checkResponse).
+func (b *builder) results(m *ir.Method, sig *types.Signature, namePos token.Position) bool {
 	res := sig.Results()
 	switch {
 	case res.Len() == 0 || !isError(res.At(res.Len()-1).Type()):
 		b.e.Add(namePos, "%s must return error as its last result (R, error) or error: failures are how a retry knows to run again", m.Key)
-		ok = false
+		return false
 	case res.Len() > 2:
 		b.e.Add(namePos, "%s returns %d results: return (R, error) or error; put several values in a struct", m.Key, res.Len())
-		ok = false
+		return false
 	case res.Len() == 2:
 		r := res.At(0)
-		if b.checkResponse(r.Type(), fset.Position(r.Pos()), "the response "+types.TypeString(r.Type(), types.RelativeTo(b.pkg))) {
-			m.Result = b.render(r.Type())
-		} else {
-			ok = false
+		if !b.checkResponse(r.Type(), b.l.Pkg.Fset.Position(r.Pos()), "the response "+types.TypeString(r.Type(), types.RelativeTo(b.pkg))) {
+			return false
 		}
+		m.Result = b.render(r.Type())
 	}
+	return true
+}
 
-	// Parameters after ctx (and tx): all fingerprinted, in order.
+// params adds the parameters after ctx (and tx), all fingerprinted, in
+// order, to m, checking that each can be fingerprinted (fpWalk).
+func (b *builder) params(m *ir.Method, sig *types.Signature, first int) bool {
+	params, res := sig.Params(), sig.Results()
 	pkgNames := map[string]bool{}
 	for i := 0; i < params.Len(); i++ {
 		packageNames(params.At(i).Type(), pkgNames)
@@ -320,6 +383,7 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method 
 	for i := 0; i < res.Len(); i++ {
 		packageNames(res.At(i).Type(), pkgNames)
 	}
+	ok := true
 	used := map[string]bool{}
 	walk := &fpWalk{b: b, m: m}
 	for i := first; i < params.Len(); i++ {
@@ -329,14 +393,20 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method 
 			name = fmt.Sprintf("arg%d", i-first+1)
 		}
 		local := b.paramLocal(name, i-first+1, used, pkgNames)
-		walk.pos, walk.param = fset.Position(v.Pos()), len(m.Params)
+		walk.pos, walk.param = b.l.Pkg.Fset.Position(v.Pos()), len(m.Params)
 		if !walk.check(v.Type(), name, []string{}, map[string]bool{}) {
 			ok = false
 		}
 		m.Params = append(m.Params, ir.Param{Name: name, Local: local, Type: b.render(v.Type()), Source: types.TypeString(v.Type(), b.qualifier)})
 	}
 	m.Encoding = walk.encoding()
+	return ok
+}
 
+// finalErrors checks that every -final-errors name is a package-level error
+// variable.
+func (b *builder) finalErrors(d *directive.Directive) bool {
+	ok := true
 	for _, n := range d.FinalErrors {
 		obj := b.pkg.Scope().Lookup(n)
 		v, isVar := obj.(*types.Var)
@@ -352,14 +422,7 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method 
 			ok = false
 		}
 	}
-	if (d.Inline != "" || d.Lookup != "") && !b.inline(d, m, recv, sig) {
-		ok = false
-	}
-	if !ok {
-		return nil
-	}
-	b.wantFixtures(d.Pos, m, first)
-	return m
+	return ok
 }
 
 // paramLocal picks the identifier generated code gives the n-th argument,

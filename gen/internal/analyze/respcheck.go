@@ -182,6 +182,14 @@ type jsonField struct {
 // fields sharing a JSON name only the shallowest (or the one tagged, among
 // equals) is kept. Anything dropped that holds data is refused.
 func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, addressable bool) bool {
+	all, ok := w.jsonFields(st, pos, path, addressable)
+	return w.dominant(all) && ok
+}
+
+// jsonFields lists the fields encoding/json sees in st, flattening
+// embedded structs breadth first, and refuses the ones it drops though
+// they hold data.
+func (w *respWalk) jsonFields(st *types.Struct, pos token.Position, path string, addressable bool) ([]jsonField, bool) {
 	type level struct {
 		st    *types.Struct
 		path  string
@@ -261,8 +269,14 @@ func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, add
 		w.b.e.Add(hidden[p], "%s would not replay as returned: its type, from another package, has unexported fields that encoding/json drops; %s", p, respFix)
 		ok = false
 	}
+	return all, ok
+}
 
-	// Dominance, as encoding/json decides it.
+// dominant keeps, of the fields sharing a JSON name, the one encoding/json
+// keeps (the shallowest, or the one tagged among equals) and checks it;
+// the others are refused.
+func (w *respWalk) dominant(all []jsonField) bool {
+	ok := true
 	byName := map[string][]jsonField{}
 	var names []string
 	for _, f := range all {

@@ -156,108 +156,12 @@ type fpWalk struct {
 // check walks t reached at path. stack holds the named types being walked,
 // so recursive types stop at their second occurrence.
 func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[string]bool) bool {
-	rel := func(t types.Type) string { return types.TypeString(t, w.b.qualifier) }
-	fail := func(why string) bool {
-		way := "tag the field idem:\"-\" to leave it out of the fingerprint, or use a plain value"
-		if !strings.Contains(path, ".") {
-			// The parameter itself (or its elements): there is no field to tag.
-			way = "give the parameter a type idemgen can hash: a plain value, or a struct whose unhashable fields are tagged idem:\"-\""
-		}
-		w.b.e.Add(w.pos, "cannot fingerprint %s (%s): %s; %s", path, rel(t), why, way)
-		return false
-	}
+	fail := func(why string) bool { return w.fail(t, path, why) }
 	switch u := types.Unalias(t).(type) {
 	case *types.Named:
-		obj := u.Obj()
-		if obj.Pkg() == nil {
-			return fail("an interface's dynamic value is not known at generate time")
-		}
-		if obj.Pkg().Path() == "time" && obj.Name() == "Time" {
-			w.hasTime = true
-			w.leaf(path, fieldPath, "")
-			return true
-		}
-		if obj.Parent() != obj.Pkg().Scope() {
-			return fail("a type declared inside a function cannot be named by generated code")
-		}
-		if obj.Pkg() != w.b.pkg && !obj.Exported() {
-			return fail("it is unexported in another package")
-		}
-		key := qualified(u)
-		if _, basic := u.Underlying().(*types.Basic); basic {
-			return w.check(u.Underlying(), path, fieldPath, stack)
-		}
-		if tt := timeType(u); tt != nil {
-			// type Date time.Time: hashed as the time.Time it converts to.
-			w.hasTime = true
-			w.leaf(path, fieldPath, "")
-			if w.b.named[key] == nil {
-				w.b.named[key] = &ir.Named{Type: w.b.render(u), Underlying: w.b.render(tt), PkgName: obj.Pkg().Name()}
-			}
-			return true
-		}
-		if st, ok := u.Underlying().(*types.Struct); ok && obj.Pkg() != w.b.pkg {
-			if hidden, _ := w.hiddenFields(st); len(hidden) > 0 {
-				if ptr, ok := textMarshaler(u); ok {
-					// Another package's type whose fields generated code
-					// cannot read, hashed by its text form.
-					w.leaf(path, nil, "")
-					w.text = appendUnique(w.text, rel(u))
-					if w.b.named[key] == nil {
-						w.b.named[key] = &ir.Named{Type: w.b.render(u), PkgName: obj.Pkg().Name(), Text: true, TextPtr: ptr}
-					}
-					return true
-				}
-			}
-		}
-		if stack[key] {
-			// Every named type on the way back to key is part of the
-			// cycle; their helpers check values for cycles (Named.Recursive).
-			for i := len(w.open) - 1; i >= 0; i-- {
-				w.b.named[w.open[i]].Recursive = true
-				if w.open[i] == key {
-					break
-				}
-			}
-			w.m.Fingerprinted = append(w.m.Fingerprinted, path+" (recursive)")
-			return true
-		}
-		if st, ok := u.Underlying().(*types.Struct); ok {
-			if hidden, pkg := w.hiddenFields(st); len(hidden) > 0 {
-				return fail(fmt.Sprintf("its fields %s are unexported in package %s, so generated code cannot read them", strings.Join(hidden, ", "), pkg))
-			}
-		}
-		if w.b.named[key] == nil {
-			w.b.named[key] = &ir.Named{Type: w.b.render(u), Underlying: w.b.render(u.Underlying()), PkgName: obj.Pkg().Name()}
-		}
-		stack[key] = true
-		w.open = append(w.open, key)
-		defer func() {
-			delete(stack, key)
-			w.open = w.open[:len(w.open)-1]
-		}()
-		if st, ok := u.Underlying().(*types.Struct); ok {
-			return w.fields(st, path, fieldPath, stack)
-		}
-		return w.check(u.Underlying(), path, nil, stack)
+		return w.named(t, u, path, fieldPath, stack)
 	case *types.Basic:
-		switch {
-		case u.Info()&types.IsBoolean != 0:
-			w.leaf(path, fieldPath, "bool")
-		case u.Info()&types.IsInteger != 0 && u.Info()&types.IsUnsigned != 0:
-			w.leaf(path, fieldPath, "uint")
-		case u.Info()&types.IsInteger != 0:
-			w.leaf(path, fieldPath, "int")
-		case u.Info()&types.IsFloat != 0:
-			w.leaf(path, fieldPath, "float")
-		case u.Info()&types.IsComplex != 0:
-			w.leaf(path, fieldPath, "complex")
-		case u.Info()&types.IsString != 0:
-			w.leaf(path, fieldPath, "string")
-		default:
-			return fail("unsafe.Pointer is an address, not a value")
-		}
-		return true
+		return w.basic(t, u, path, fieldPath)
 	case *types.Pointer:
 		// A parameter that points to a struct: a generated test may change
 		// a field through it (req.Amount++ works on a non-nil pointer).
@@ -303,6 +207,120 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 		return fail("type parameters are not supported")
 	}
 	return fail("this kind of type is not supported")
+}
+
+// fail refuses t, reached at path, for why.
+func (w *fpWalk) fail(t types.Type, path, why string) bool {
+	way := "tag the field idem:\"-\" to leave it out of the fingerprint, or use a plain value"
+	if !strings.Contains(path, ".") {
+		// The parameter itself (or its elements): there is no field to tag.
+		way = "give the parameter a type idemgen can hash: a plain value, or a struct whose unhashable fields are tagged idem:\"-\""
+	}
+	w.b.e.Add(w.pos, "cannot fingerprint %s (%s): %s; %s", path, types.TypeString(t, w.b.qualifier), why, way)
+	return false
+}
+
+// named walks a named type: time.Time and types over it are hashed as
+// instants, other packages' opaque types by their text form, recursive
+// types stop at their second occurrence, and every other named type gets a
+// fingerprint helper (ir.Named) whose underlying type is walked.
+// t is the type as reached (an alias names it in messages).
+func (w *fpWalk) named(t types.Type, u *types.Named, path string, fieldPath []string, stack map[string]bool) bool {
+	rel := func(t types.Type) string { return types.TypeString(t, w.b.qualifier) }
+	fail := func(why string) bool { return w.fail(t, path, why) }
+	obj := u.Obj()
+	if obj.Pkg() == nil {
+		return fail("an interface's dynamic value is not known at generate time")
+	}
+	if obj.Pkg().Path() == "time" && obj.Name() == "Time" {
+		w.hasTime = true
+		w.leaf(path, fieldPath, "")
+		return true
+	}
+	if obj.Parent() != obj.Pkg().Scope() {
+		return fail("a type declared inside a function cannot be named by generated code")
+	}
+	if obj.Pkg() != w.b.pkg && !obj.Exported() {
+		return fail("it is unexported in another package")
+	}
+	key := qualified(u)
+	if _, basic := u.Underlying().(*types.Basic); basic {
+		return w.check(u.Underlying(), path, fieldPath, stack)
+	}
+	if tt := timeType(u); tt != nil {
+		// type Date time.Time: hashed as the time.Time it converts to.
+		w.hasTime = true
+		w.leaf(path, fieldPath, "")
+		if w.b.named[key] == nil {
+			w.b.named[key] = &ir.Named{Type: w.b.render(u), Underlying: w.b.render(tt), PkgName: obj.Pkg().Name()}
+		}
+		return true
+	}
+	if st, ok := u.Underlying().(*types.Struct); ok && obj.Pkg() != w.b.pkg {
+		if hidden, _ := w.hiddenFields(st); len(hidden) > 0 {
+			if ptr, ok := textMarshaler(u); ok {
+				// Another package's type whose fields generated code
+				// cannot read, hashed by its text form.
+				w.leaf(path, nil, "")
+				w.text = appendUnique(w.text, rel(u))
+				if w.b.named[key] == nil {
+					w.b.named[key] = &ir.Named{Type: w.b.render(u), PkgName: obj.Pkg().Name(), Text: true, TextPtr: ptr}
+				}
+				return true
+			}
+		}
+	}
+	if stack[key] {
+		// Every named type on the way back to key is part of the
+		// cycle; their helpers check values for cycles (Named.Recursive).
+		for i := len(w.open) - 1; i >= 0; i-- {
+			w.b.named[w.open[i]].Recursive = true
+			if w.open[i] == key {
+				break
+			}
+		}
+		w.m.Fingerprinted = append(w.m.Fingerprinted, path+" (recursive)")
+		return true
+	}
+	if st, ok := u.Underlying().(*types.Struct); ok {
+		if hidden, pkg := w.hiddenFields(st); len(hidden) > 0 {
+			return fail(fmt.Sprintf("its fields %s are unexported in package %s, so generated code cannot read them", strings.Join(hidden, ", "), pkg))
+		}
+	}
+	if w.b.named[key] == nil {
+		w.b.named[key] = &ir.Named{Type: w.b.render(u), Underlying: w.b.render(u.Underlying()), PkgName: obj.Pkg().Name()}
+	}
+	stack[key] = true
+	w.open = append(w.open, key)
+	defer func() {
+		delete(stack, key)
+		w.open = w.open[:len(w.open)-1]
+	}()
+	if st, ok := u.Underlying().(*types.Struct); ok {
+		return w.fields(st, path, fieldPath, stack)
+	}
+	return w.check(u.Underlying(), path, nil, stack)
+}
+
+// basic records a hashed basic value and the kind of scalar it is.
+func (w *fpWalk) basic(t types.Type, u *types.Basic, path string, fieldPath []string) bool {
+	switch {
+	case u.Info()&types.IsBoolean != 0:
+		w.leaf(path, fieldPath, "bool")
+	case u.Info()&types.IsInteger != 0 && u.Info()&types.IsUnsigned != 0:
+		w.leaf(path, fieldPath, "uint")
+	case u.Info()&types.IsInteger != 0:
+		w.leaf(path, fieldPath, "int")
+	case u.Info()&types.IsFloat != 0:
+		w.leaf(path, fieldPath, "float")
+	case u.Info()&types.IsComplex != 0:
+		w.leaf(path, fieldPath, "complex")
+	case u.Info()&types.IsString != 0:
+		w.leaf(path, fieldPath, "string")
+	default:
+		return w.fail(t, path, "unsafe.Pointer is an address, not a value")
+	}
+	return true
 }
 
 // hiddenFields returns the fields of st that generated code in the user's

@@ -129,10 +129,6 @@ func (e *emitter) testDoc(name, kind string, m *ir.Method) []string {
 	return doc
 }
 
-func effectFixtureName(m *ir.Method) string { return "count" + m.Receiver + m.Name + "Effects" }
-
-func otherFixtureName(m *ir.Method) string { return "other" + m.Receiver + m.Name + "Args" }
-
 // suiteLit is what a method's suite literal is made of.
 type suiteLit struct {
 	kind     string         // Atomic, External or Inline

@@ -80,6 +80,35 @@ func Load(ctx context.Context, dir string, patterns []string, tags string) ([]*P
 		return nil, fmt.Errorf("load %s: %w", strings.Join(patterns, " "), err)
 	}
 	byPath, order := collect(pkgs)
+	again, err := retag(dir, patterns, tags, byPath, order)
+	if err != nil {
+		return nil, err
+	}
+	loads, order, err := reload(cfg, again, byPath, order)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(order)
+	if len(order) == 0 {
+		if err := goListFailure(ctx, dir, cfg.BuildFlags, patterns); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("no Go packages match %s", strings.Join(patterns, " "))
+	}
+	out := make([]*Package, 0, len(order))
+	for _, path := range order {
+		out = append(out, byPath[path])
+	}
+	out[0].Loads = loads
+	return out, nil
+}
+
+// retag returns the packages to load again, by the -tags value that takes
+// in every annotated file of theirs: packages with annotated files the
+// build constraints left out, and directories whose every file they left
+// out. A package whose annotated files no tags take in at once gets a
+// Problem.
+func retag(dir string, patterns []string, tags string, byPath map[string]*Package, order []string) (map[string][]string, error) {
 	// Packages with annotated files the build constraints left out are
 	// loaded again, with tags that take every annotated file in.
 	again := map[string][]string{} // -tags value → import paths
@@ -116,8 +145,8 @@ func Load(ctx context.Context, dir string, patterns []string, tags string) ([]*P
 		if have[d] {
 			continue
 		}
-		names, _ := filepath.Glob(filepath.Join(d, "*.go"))
-		annotated := annotatedIgnored(names)
+		files, _ := filepath.Glob(filepath.Join(d, "*.go"))
+		annotated := annotatedIgnored(files)
 		if len(annotated) == 0 {
 			continue
 		}
@@ -128,13 +157,20 @@ func Load(ctx context.Context, dir string, patterns []string, tags string) ([]*P
 		t := joinTags(tags, extra)
 		again[t] = append(again[t], d)
 	}
+	return again, nil
+}
+
+// reload loads the packages in again with their tags, replacing what the
+// first load found for them, and returns the number of loads made (the
+// first included) and the import paths, extended.
+func reload(cfg *packages.Config, again map[string][]string, byPath map[string]*Package, order []string) (int, []string, error) {
 	loads := 1
 	for _, t := range SortedKeys(again) {
 		cfg.BuildFlags = slices.DeleteFunc(cfg.BuildFlags, func(f string) bool { return strings.HasPrefix(f, "-tags=") })
 		cfg.BuildFlags = append(cfg.BuildFlags, "-tags="+t)
 		pkgs, err := packages.Load(cfg, again[t]...)
 		if err != nil {
-			return nil, fmt.Errorf("load %s with -tags=%s: %w", strings.Join(again[t], " "), t, err)
+			return 0, nil, fmt.Errorf("load %s with -tags=%s: %w", strings.Join(again[t], " "), t, err)
 		}
 		loads++
 		reloaded, paths := collect(pkgs)
@@ -147,19 +183,7 @@ func Load(ctx context.Context, dir string, patterns []string, tags string) ([]*P
 			byPath[path] = l
 		}
 	}
-	sort.Strings(order)
-	if len(order) == 0 {
-		if err := goListFailure(ctx, dir, cfg.BuildFlags, patterns); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("no Go packages match %s", strings.Join(patterns, " "))
-	}
-	out := make([]*Package, 0, len(order))
-	for _, path := range order {
-		out = append(out, byPath[path])
-	}
-	out[0].Loads = loads
-	return out, nil
+	return loads, order, nil
 }
 
 // collect pairs each package go/packages returned with its internal test
