@@ -1,6 +1,12 @@
 package gen
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
 	"github.com/idemgen/idemgen/gen/internal/diag"
 	"github.com/idemgen/idemgen/gen/internal/directive"
 	"github.com/idemgen/idemgen/gen/internal/gotest"
@@ -63,3 +69,20 @@ func NoMismatch(p *Package, m *Method) string {
 // EffectFixtureDecl is the declaration of the optional fixture counting the
 // effects of m, as a user adds it to a _test.go file.
 func EffectFixtureDecl(m *Method) string { return names.EffectDecl(m.Receiver, m.Name) }
+
+// ModelJSON prints the models of a run as -debug-model does, indented, with
+// the file names and directories under dir made relative to it, so that a
+// model can be kept beside a golden case and reviewed apart from the code
+// printed from it.
+func ModelJSON(pkgs []*Package, dir string) ([]byte, error) {
+	b, err := json.MarshalIndent(pkgs, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("print the model: %w", err)
+	}
+	q, err := json.Marshal(dir + string(filepath.Separator))
+	if err != nil {
+		return nil, fmt.Errorf("print the model: %w", err)
+	}
+	prefix := strings.Trim(string(q), `"`)
+	return append(bytes.ReplaceAll(b, []byte(prefix), nil), '\n'), nil
+}

@@ -33,7 +33,9 @@ const migrationNote = "(content written and tested by gen/migrations)\n"
 func normalise(b []byte) []byte { return hashRE.ReplaceAll(b, []byte("sha256:HASH")) }
 
 // TestGolden runs every case in testdata/golden: a module's sources in, the
-// generated files (want/...) or the compiler-style errors (stderr) out.
+// model (model.json, what analysis found, printed by ModelJSON) and the
+// generated files (want/...), or the compiler-style errors (stderr), out. A
+// change in analysis shows in model.json, apart from a change in printing.
 // go test ./gen -run TestGolden -update rewrites the expectations.
 func TestGolden(t *testing.T) {
 	cases, err := filepath.Glob(filepath.Join(testmod.RepoRoot(t), "testdata", "golden", "*.txtar"))
@@ -45,7 +47,7 @@ func TestGolden(t *testing.T) {
 			require.NoError(t, err)
 			in := map[string][]byte{}
 			for _, f := range ar.Files {
-				if !strings.HasPrefix(f.Name, "want/") && f.Name != "stderr" {
+				if !expected(f.Name) {
 					in[f.Name] = f.Data
 				}
 			}
@@ -59,6 +61,9 @@ func TestGolden(t *testing.T) {
 			case err != nil:
 				t.Fatalf("Generate: %v", err)
 			default:
+				model, err := ModelJSON(out.Packages, dir)
+				require.NoError(t, err)
+				got[modelFile] = model
 				for p, b := range out.Files {
 					rel, err := filepath.Rel(dir, p)
 					require.NoError(t, err)
@@ -73,7 +78,7 @@ func TestGolden(t *testing.T) {
 			if *update {
 				var kept []txtar.File
 				for _, f := range ar.Files {
-					if !strings.HasPrefix(f.Name, "want/") && f.Name != "stderr" {
+					if !expected(f.Name) {
 						kept = append(kept, f)
 					}
 				}
@@ -92,7 +97,7 @@ func TestGolden(t *testing.T) {
 			}
 			want := map[string][]byte{}
 			for _, f := range ar.Files {
-				if strings.HasPrefix(f.Name, "want/") || f.Name == "stderr" {
+				if expected(f.Name) {
 					want[f.Name] = f.Data
 				}
 			}
@@ -131,6 +136,15 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// modelFile is the section of a golden case holding its model.
+const modelFile = "model.json"
+
+// expected reports a section of a golden case that the generator's output
+// rewrites: the model, the files (want/...) or the errors.
+func expected(name string) bool {
+	return name == modelFile || name == "stderr" || strings.HasPrefix(name, "want/")
 }
 
 func keys(m map[string][]byte) []string {
