@@ -76,23 +76,7 @@ func TestGolden(t *testing.T) {
 				}
 			}
 			if *update {
-				var kept []txtar.File
-				for _, f := range ar.Files {
-					if !expected(f.Name) {
-						kept = append(kept, f)
-					}
-				}
-				names := make([]string, 0, len(got))
-				for n := range got {
-					names = append(names, n)
-				}
-				sort.Strings(names)
-				for _, n := range names {
-					require.False(t, holdsMarker(got[n]), "%s holds a txtar file marker", n)
-					kept = append(kept, txtar.File{Name: n, Data: got[n]})
-				}
-				ar.Files = kept
-				require.NoError(t, os.WriteFile(path, txtar.Format(ar), 0o644))
+				rewrite(t, path, ar, got)
 				return
 			}
 			want := map[string][]byte{}
@@ -106,35 +90,57 @@ func TestGolden(t *testing.T) {
 				require.Equal(t, string(want[n]), string(got[n]), "%s differs (run with -update to accept)", n)
 			}
 			if list == nil {
-				// Deterministic: a second run gives the same bytes.
-				again, err := Generate(context.Background(), Config{Dir: dir, Patterns: []string{"./..."}, Force: true})
-				require.NoError(t, err)
-				require.Equal(t, keys(out.Files), keys(again.Files))
-				for p := range out.Files {
-					require.Equal(t, string(out.Files[p]), string(again.Files[p]), "%s differs between two runs", p)
-				}
-				// The goldens must compile: build and vet them (vet
-				// type-checks the generated tests too) in the module.
-				for p, b := range out.Files {
-					require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-					require.NoError(t, os.WriteFile(p, b, 0o644))
-				}
-				steps := [][]string{{"build", "./..."}, {"vet", "./..."}}
-				for name := range in {
-					if strings.HasSuffix(name, "fingerprint_test.go") {
-						// Hand-written tests of generated code that need no database.
-						steps = append(steps, []string{"test", "-count=1", "-run", "^TestFingerprint", "./..."})
-						break
-					}
-				}
-				for _, args := range steps {
-					cmd := exec.Command("go", args...)
-					cmd.Dir = dir
-					outb, err := cmd.CombinedOutput()
-					require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), outb)
-				}
+				compiles(t, dir, in, out)
 			}
 		})
+	}
+}
+
+// rewrite makes the golden case at path expect got (-update).
+func rewrite(t *testing.T, path string, ar *txtar.Archive, got map[string][]byte) {
+	var kept []txtar.File
+	for _, f := range ar.Files {
+		if !expected(f.Name) {
+			kept = append(kept, f)
+		}
+	}
+	for _, n := range keys(got) {
+		require.False(t, holdsMarker(got[n]), "%s holds a txtar file marker", n)
+		kept = append(kept, txtar.File{Name: n, Data: got[n]})
+	}
+	ar.Files = kept
+	require.NoError(t, os.WriteFile(path, txtar.Format(ar), 0o644))
+}
+
+// compiles checks that a golden case's output is deterministic and
+// compiles in the case's module (in are its sources).
+func compiles(t *testing.T, dir string, in map[string][]byte, out *Output) {
+	// Deterministic: a second run gives the same bytes.
+	again, err := Generate(context.Background(), Config{Dir: dir, Patterns: []string{"./..."}, Force: true})
+	require.NoError(t, err)
+	require.Equal(t, keys(out.Files), keys(again.Files))
+	for p := range out.Files {
+		require.Equal(t, string(out.Files[p]), string(again.Files[p]), "%s differs between two runs", p)
+	}
+	// The goldens must compile: build and vet them (vet
+	// type-checks the generated tests too) in the module.
+	for p, b := range out.Files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+	}
+	steps := [][]string{{"build", "./..."}, {"vet", "./..."}}
+	for name := range in {
+		if strings.HasSuffix(name, "fingerprint_test.go") {
+			// Hand-written tests of generated code that need no database.
+			steps = append(steps, []string{"test", "-count=1", "-run", "^TestFingerprint", "./..."})
+			break
+		}
+	}
+	for _, args := range steps {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		outb, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), outb)
 	}
 }
 

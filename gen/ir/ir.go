@@ -75,7 +75,7 @@ type Method struct {
 	Name     string // method name
 	Key      string // receiver and method, "Payments.Charge": how messages and doc comments name it
 	Ledger   string // the ledger's method value, unique per module (see ledgerName)
-	Pos      string // the directive's position, relative
+	Pos      string // the directive's position, file:line:col
 
 	Mode        Mode
 	Retention   time.Duration `json:",omitempty"` // 0: the store's default
