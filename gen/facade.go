@@ -21,7 +21,7 @@ type (
 	Receiver = ir.Receiver
 	Method   = ir.Method
 	Param    = ir.Param
-	Mutation = ir.Mutation
+	Scalar   = ir.Scalar
 	Type     = ir.Type
 	Kind     = ir.Kind
 	Field    = ir.Field

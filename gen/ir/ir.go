@@ -57,7 +57,7 @@ type Package struct {
 
 	// Declared are the package-level identifiers of the package that
 	// generated names could take (names.MayCollide), sorted.
-	Declared []string
+	Declared []string `json:",omitempty"`
 
 	Receivers []*Receiver // sorted by name
 	Named     []*Named    // named types that get a fingerprint helper, sorted by their qualified name
@@ -92,9 +92,10 @@ type Method struct {
 
 	Inline *Inline `json:",omitempty"` // inline mode only
 
-	// Mutation is the fingerprinted scalar a generated test may vary to
-	// make another request; nil when there is none.
-	Mutation *Mutation `json:",omitempty"`
+	// Scalars are the fingerprinted scalars a generated test could change
+	// (see Scalar), in the order the fingerprint hashes them; which one it
+	// changes is the test emitter's choice.
+	Scalars []Scalar `json:",omitempty"`
 	// HasEffectFixture: the package's tests declare the optional fixture
 	// counting this method's effects (names.EffectFixture).
 	HasEffectFixture bool `json:",omitempty"`
@@ -105,9 +106,9 @@ type Method struct {
 
 // NoMismatch reports that no other request can be derived for the
 // generated mismatch test: the method takes arguments, but has neither a
-// scalar to vary (Mutation) nor the other-request fixture.
+// scalar to vary (Scalars) nor the other-request fixture.
 func (m *Method) NoMismatch() bool {
-	return len(m.Params) > 0 && m.Mutation == nil && !m.HasOtherFixture
+	return len(m.Params) > 0 && len(m.Scalars) == 0 && !m.HasOtherFixture
 }
 
 // Encoding says which rules of the fingerprint's encoding a request meets,
@@ -127,9 +128,10 @@ type Param struct {
 	Source string // the type as the package's source spells it, for messages
 }
 
-// Mutation says how a generated test derives a different request from the
-// sample: change one fingerprinted scalar reachable through struct fields.
-type Mutation struct {
+// Scalar is a fingerprinted number, string or bool reached from an argument
+// through struct fields and pointers only: a generated test can change it
+// in the sample (a.Req.Amount) to make another request.
+type Scalar struct {
 	Param int      // index into Params
 	Path  []string // field names from the parameter to the scalar
 	Kind  string   // "int", "uint", "float", "complex", "string", "bool"

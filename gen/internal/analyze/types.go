@@ -453,16 +453,10 @@ func timeType(n *types.Named) types.Type {
 }
 
 // leaf records a hashed value; kind != "" marks a scalar reachable through
-// struct fields only, which a generated test may change.
+// struct fields only, which a generated test may change (ir.Scalar).
 func (w *fpWalk) leaf(path string, fieldPath []string, kind string) {
 	w.m.Fingerprinted = append(w.m.Fingerprinted, path)
-	if kind != "" && fieldPath != nil && (w.m.Mutation == nil || varyRank[kind] > varyRank[w.m.Mutation.Kind]) {
-		w.m.Mutation = &ir.Mutation{Param: w.param, Path: fieldPath, Kind: kind}
+	if kind != "" && fieldPath != nil {
+		w.m.Scalars = append(w.m.Scalars, ir.Scalar{Param: w.param, Path: fieldPath, Kind: kind})
 	}
 }
-
-// varyRank orders the scalars a generated test may vary to make another
-// request, most likely to stay valid first: a number rarely has a format;
-// a string may be a uuid or an email (idemtest.Vary keeps its shape, but a
-// table may still check it); a bool may select another code path.
-var varyRank = map[string]int{"int": 4, "uint": 4, "float": 3, "complex": 3, "string": 2, "bool": 1}

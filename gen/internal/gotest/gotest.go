@@ -270,7 +270,7 @@ func (e *emitter) other(m *ir.Method, ad *adapter) jen.Code {
 			jen.Return(),
 		)
 	}
-	mu := m.Mutation
+	mu := vary(m.Scalars)
 	if mu == nil {
 		return nil
 	}
@@ -294,6 +294,37 @@ func (e *emitter) other(m *ir.Method, ad *adapter) jen.Code {
 		vary,
 		jen.Return(),
 	)
+}
+
+// vary picks the scalar a generated test changes to make another request:
+// the first of the kind most likely to stay valid (varyRank); nil when
+// there is none.
+func vary(scalars []ir.Scalar) *ir.Scalar {
+	var best *ir.Scalar
+	for i := range scalars {
+		if best == nil || varyRank(scalars[i].Kind) > varyRank(best.Kind) {
+			best = &scalars[i]
+		}
+	}
+	return best
+}
+
+// varyRank orders the scalars a generated test may vary, most likely to
+// stay valid first: a number rarely has a format; a string may be a uuid or
+// an email (idemtest.Vary keeps its shape, but a table may still check
+// it); a bool may select another code path.
+func varyRank(kind string) int {
+	switch kind {
+	case "int", "uint":
+		return 4
+	case "float", "complex":
+		return 3
+	case "string":
+		return 2
+	case "bool":
+		return 1
+	}
+	return 0
 }
 
 func (ad *adapter) refs() []jen.Code {
