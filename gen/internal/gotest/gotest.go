@@ -197,10 +197,7 @@ func (e *emitter) adapt(r *ir.Receiver, m *ir.Method) *adapter {
 	var fields []jen.Code
 	var refs []jen.Code
 	for i, p := range m.Params {
-		name := p.Local
-		if name == "a" || name == "t" {
-			name = fmt.Sprintf("arg%d", i+1)
-		}
+		name := names.ArgsField(p.Local, i)
 		ad.fields = append(ad.fields, name)
 		fields = append(fields, jen.Id(name).Add(e.Type(p.Type)))
 		refs = append(refs, jen.Id("a").Dot(name))

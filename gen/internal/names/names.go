@@ -78,6 +78,16 @@ const (
 	ArgsType       = "idemgenArgs"
 )
 
+// ArgsField is the field of ArgsType holding the i-th argument (from 0),
+// whose local name is local: local itself, unless it is a or t, which the
+// generated tests' closures declare (argN then).
+func ArgsField(local string, i int) string {
+	if local == "a" || local == "t" {
+		return fmt.Sprintf("arg%d", i+1)
+	}
+	return local
+}
+
 // LoopElem is the variable of the depth-th nested loop over elements.
 func LoopElem(depth int) string { return fmt.Sprintf("e%d", depth) }
 
