@@ -186,17 +186,33 @@ func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, add
 	return w.dominant(all) && ok
 }
 
+// level is one depth of embedded structs that jsonFields walks.
+type level struct {
+	st    *types.Struct
+	path  string
+	pos   token.Position
+	addr  bool
+	depth int
+}
+
+// refuseEmbedded refuses an embedded field of an unexported type that
+// encoding/json cannot use, and reports whether it did.
+func (w *respWalk) refuseEmbedded(f *types.Var, pos token.Position, path string, innerStruct, isPtr bool) bool {
+	switch {
+	case f.Exported():
+		return false
+	case !innerStruct:
+		return !w.fail(pos, path, f.Type(), "encoding/json ignores an embedded field of an unexported non-struct type")
+	case isPtr:
+		return !w.failFix(pos, path, f.Type(), "encoding/json cannot set an embedded pointer to an unexported struct when it decodes", "embed the struct by value, export its type, or tag the field json:\"-\"")
+	}
+	return false
+}
+
 // jsonFields lists the fields encoding/json sees in st, flattening
 // embedded structs breadth first, and refuses the ones it drops though
 // they hold data.
 func (w *respWalk) jsonFields(st *types.Struct, pos token.Position, path string, addressable bool) ([]jsonField, bool) {
-	type level struct {
-		st    *types.Struct
-		path  string
-		pos   token.Position
-		addr  bool
-		depth int
-	}
 	ok := true
 	var all []jsonField
 	visited := map[*types.Struct]bool{}
@@ -228,12 +244,8 @@ func (w *respWalk) jsonFields(st *types.Struct, pos token.Position, path string,
 				}
 				_, innerStruct := inner.Underlying().(*types.Struct)
 				if f.Embedded() {
-					if !f.Exported() && !innerStruct {
-						ok = w.fail(fpos, fpath, f.Type(), "encoding/json ignores an embedded field of an unexported non-struct type") && ok
-						continue
-					}
-					if !f.Exported() && isPtr {
-						ok = w.failFix(fpos, fpath, f.Type(), "encoding/json cannot set an embedded pointer to an unexported struct when it decodes", "embed the struct by value, export its type, or tag the field json:\"-\"") && ok
+					if w.refuseEmbedded(f, fpos, fpath, innerStruct, isPtr) {
+						ok = false
 						continue
 					}
 				} else if !f.Exported() {

@@ -135,46 +135,9 @@ func (e *Emitter) Type(t *ir.Type) *jen.Statement {
 	case ir.KindMap:
 		return jen.Map(e.Type(t.Key)).Add(e.Type(t.Elem))
 	case ir.KindStruct:
-		var fields []jen.Code
-		for _, fl := range t.Fields {
-			var s *jen.Statement
-			switch {
-			case fl.Alias != nil:
-				s = e.Type(fl.Alias)
-				if fl.Type.Kind == ir.KindPointer {
-					s = jen.Op("*").Add(s)
-				}
-			case fl.Embedded:
-				s = e.Type(fl.Type)
-			default:
-				s = jen.Id(fl.Name).Add(e.Type(fl.Type))
-			}
-			if fl.Tag != "" {
-				s = s.Op("`" + fl.Tag + "`")
-			}
-			fields = append(fields, s)
-		}
-		return jen.Struct(fields...)
+		return e.structType(t)
 	case ir.KindFunc:
-		var params, results []jen.Code
-		for i, p := range t.Params {
-			if t.Variadic && i == len(t.Params)-1 {
-				params = append(params, jen.Op("...").Add(e.Type(p.Elem)))
-				continue
-			}
-			params = append(params, e.Type(p))
-		}
-		for _, r := range t.Results {
-			results = append(results, e.Type(r))
-		}
-		s := jen.Func().Params(params...)
-		switch len(results) {
-		case 0:
-			return s
-		case 1:
-			return s.Add(results[0])
-		}
-		return s.Params(results...)
+		return e.funcType(t)
 	case ir.KindChan:
 		switch t.ChanDir {
 		case "chan<-":
@@ -195,6 +158,53 @@ func (e *Emitter) Type(t *ir.Type) *jen.Statement {
 		return jen.Interface(items...)
 	}
 	return jen.Id(t.Expr)
+}
+
+// structType: struct{ Amount int64 `json:"amount"`; Money; *pkg.Alias }
+func (e *Emitter) structType(t *ir.Type) *jen.Statement {
+	var fields []jen.Code
+	for _, fl := range t.Fields {
+		var s *jen.Statement
+		switch {
+		case fl.Alias != nil:
+			s = e.Type(fl.Alias)
+			if fl.Type.Kind == ir.KindPointer {
+				s = jen.Op("*").Add(s)
+			}
+		case fl.Embedded:
+			s = e.Type(fl.Type)
+		default:
+			s = jen.Id(fl.Name).Add(e.Type(fl.Type))
+		}
+		if fl.Tag != "" {
+			s = s.Op("`" + fl.Tag + "`")
+		}
+		fields = append(fields, s)
+	}
+	return jen.Struct(fields...)
+}
+
+// funcType: func(int, ...string) (R, error)
+func (e *Emitter) funcType(t *ir.Type) *jen.Statement {
+	var params, results []jen.Code
+	for i, p := range t.Params {
+		if t.Variadic && i == len(t.Params)-1 {
+			params = append(params, jen.Op("...").Add(e.Type(p.Elem)))
+			continue
+		}
+		params = append(params, e.Type(p))
+	}
+	for _, r := range t.Results {
+		results = append(results, e.Type(r))
+	}
+	s := jen.Func().Params(params...)
+	switch len(results) {
+	case 0:
+		return s
+	case 1:
+		return s.Add(results[0])
+	}
+	return s.Params(results...)
 }
 
 // Result is the response type as the runtime sees it: R, or struct{} for
