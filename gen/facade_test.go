@@ -4,7 +4,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/idemgen/idemgen/gen/internal/names"
 )
+
+// TestFileNames: the facade's output file names are the naming table's.
+func TestFileNames(t *testing.T) {
+	assert.Equal(t, names.GoFile, GoFile)
+	assert.Equal(t, names.TestFile, TestFile)
+}
 
 func TestUnifiedDiff(t *testing.T) {
 	assert.Empty(t, UnifiedDiff("a", "b", []byte("x\n"), []byte("x\n")))
