@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/idemgen/idemgen/gen/internal/load"
 	"github.com/idemgen/idemgen/gen/migrations"
 	"github.com/idemgen/idemgen/gen/stamp"
 )
@@ -72,7 +73,7 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 	if len(patterns) == 0 {
 		patterns = []string{"."}
 	}
-	pkgs, err := load(ctx, dir, patterns, cfg.Tags)
+	pkgs, err := load.Load(ctx, dir, patterns, cfg.Tags)
 	var list ErrorList
 	if errors.As(err, &list) {
 		return nil, list.Relative(dir)
@@ -80,11 +81,11 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Output{Files: map[string][]byte{}, Loads: pkgs[0].loads}
+	out := &Output{Files: map[string][]byte{}, Loads: pkgs[0].Loads}
 	var all ErrorList
 	for _, l := range pkgs {
-		if l.problem != nil {
-			all = append(all, l.problem)
+		if l.Problem != nil {
+			all = append(all, l.Problem)
 			continue
 		}
 		m, el := build(l)
@@ -113,8 +114,8 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 }
 
 // markStale removes the output of a package that no longer has directives.
-func markStale(l *loaded, files map[string][]byte) {
-	for _, name := range append(append([]string{}, l.pkg.GoFiles...), testFiles(l)...) {
+func markStale(l *load.Package, files map[string][]byte) {
+	for _, name := range append(append([]string{}, l.Pkg.GoFiles...), testFiles(l)...) {
 		base := filepath.Base(name)
 		if base != GoFile && base != TestFile {
 			continue
@@ -125,11 +126,11 @@ func markStale(l *loaded, files map[string][]byte) {
 	}
 }
 
-func testFiles(l *loaded) []string {
-	if l.test == nil {
+func testFiles(l *load.Package) []string {
+	if l.Test == nil {
 		return nil
 	}
-	return l.test.GoFiles
+	return l.Test.GoFiles
 }
 
 // emitPackage renders every output of one package into files.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,31 +66,6 @@ func TestSameNameNoCrossReplay(t *testing.T) {
 	outb, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go test in the generated module:\n%s", outb)
 	assert.Contains(t, string(outb), "--- PASS: TestSameNameNoCrossReplay")
-}
-
-// TestCheckLedgerNames: a method whose ledger name would identify it badly
-// is refused at its directive.
-func TestCheckLedgerNames(t *testing.T) {
-	pkg := func(path, recv string, pos string) *Package {
-		m := &Method{Receiver: recv, Name: "Create", Key: recv + ".Create", Ledger: ledgerName(path, recv, "Create"), Pos: pos}
-		return &Package{Path: path, Name: filepath.Base(path), Receivers: []*Receiver{{Name: recv, Methods: []*Method{m}}}}
-	}
-	assert.Empty(t, checkLedgerNames([]*Package{pkg("example.com/m/users", "Service", "users.go:3:1"), pkg("example.com/m/orders", "Service", "orders.go:3:1")}))
-
-	a, b := pkg("example.com/m/users", "Service", "users.go:3:1"), pkg("example.com/m/orders", "Service", "orders.go:3:1")
-	b.Receivers[0].Methods[0].Ledger = a.Receivers[0].Methods[0].Ledger // as if the naming lost the path
-	list := checkLedgerNames([]*Package{a, b})
-	require.Len(t, list, 1)
-	assert.Equal(t, `orders.go:3:1: Service.Create shares the ledger name "example.com/m/users.Service.Create" with the method at users.go:3:1: their keys would replay each other's responses; rename one`, list[0].Error())
-
-	list = checkLedgerNames([]*Package{pkg("command-line-arguments", "Service", "users.go:3:1")})
-	require.Len(t, list, 1)
-	assert.Contains(t, list[0].Error(), "users.go:3:1: Service.Create: package command-line-arguments has no import path")
-
-	long := "example.com/" + strings.Repeat("a", maxLedgerName)
-	list = checkLedgerNames([]*Package{pkg(long, "Service", "users.go:3:1")})
-	require.Len(t, list, 1)
-	assert.Contains(t, list[0].Error(), "more than the 512 the ledger's index allows")
 }
 
 // TestLedgerNameFromFiles: idemgen run on files rather than a package has

@@ -61,7 +61,7 @@ func (s *Svc) None(ctx context.Context) error { return nil }
 	got := map[string]string{}
 	for _, r := range out.Packages[0].Receivers {
 		for _, m := range r.Methods {
-			got[m.Name] = m.NoMismatch
+			got[m.Name] = NoMismatch(out.Packages[0], m)
 		}
 	}
 	assert.Equal(t, `Svc.Hidden: no mismatch test: nothing in the arguments is fingerprinted (every field is tagged idem:"-"), so every call is the same request`, got["Hidden"])

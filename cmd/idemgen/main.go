@@ -355,7 +355,7 @@ func withoutRunFlags(args []string, check, quiet *bool) []string {
 }
 
 // notes prints, at each directive, what the generated tests of its method
-// leave out and why (gen.Method.NoMismatch), and once per package which
+// leave out and why (gen.NoMismatch), and once per package which
 // optional effect-count fixtures would make them count effects too.
 func notes(w io.Writer, wd string, pkgs []*gen.Package) {
 	rel := func(pos string) string { return strings.TrimPrefix(pos, wd+string(filepath.Separator)) }
@@ -367,14 +367,14 @@ func notes(w io.Writer, wd string, pkgs []*gen.Package) {
 		var missing []string
 		for _, r := range p.Receivers {
 			for _, m := range r.Methods {
-				if m.NoMismatch != "" {
-					fmt.Fprintf(w, "%s: note: %s\n", rel(m.Pos), m.NoMismatch)
+				if n := gen.NoMismatch(p, m); n != "" {
+					fmt.Fprintf(w, "%s: note: %s\n", rel(m.Pos), n)
 				}
-				if m.Mode != gen.ModeInline && m.EffectFixture == "" {
+				if m.Mode != gen.ModeInline && !m.HasEffectFixture {
 					if pos == "" {
 						pos = m.Pos
 					}
-					missing = append(missing, "func count"+m.Receiver+m.Name+"Effects(t *testing.T, db *idemtest.DB) int")
+					missing = append(missing, gen.EffectFixtureDecl(m))
 				}
 			}
 		}

@@ -263,7 +263,7 @@ func (s *Svc) Do(ctx context.Context, tx pgx.Tx, req Req) (int, error) { return 
 	assert.Equal(t, 2*time.Hour, m.Retention)
 	assert.Equal(t, []string{"req.Amount"}, m.Fingerprinted)
 	assert.Equal(t, []string{"req.Trace"}, m.Omitted)
-	assert.Equal(t, &gen.Mutation{Param: 0, Path: []string{"Amount"}, Kind: "int"}, m.Mutation)
+	assert.Equal(t, []gen.Scalar{{Param: 0, Path: []string{"Amount"}, Kind: "int"}}, m.Scalars)
 	_, err := os.Stat(filepath.Join(dir, "svc", "idem_gen.go"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "-debug-model must not write")
 }

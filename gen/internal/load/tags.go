@@ -1,8 +1,6 @@
-package gen
+package load
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	gobuild "go/build"
 	"go/build/constraint"
@@ -11,6 +9,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/idemgen/idemgen/gen/internal/directive"
+	"github.com/idemgen/idemgen/gen/internal/names"
 )
 
 // Build constraints. One idem_gen.go serves a whole package, so it is
@@ -28,36 +29,15 @@ func annotatedIgnored(ignored []string) []string {
 		if strings.HasSuffix(name, "_test.go") || !strings.HasSuffix(name, ".go") {
 			continue
 		}
-		if b := filepath.Base(name); b == GoFile || b == TestFile {
+		if b := filepath.Base(name); b == names.GoFile || b == names.TestFile {
 			continue
 		}
-		if hasIdemgenDirective(name) {
+		if directive.InFile(name) {
 			out = append(out, name)
 		}
 	}
 	sort.Strings(out)
 	return out
-}
-
-func hasIdemgenDirective(path string) bool {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	sc := bufio.NewScanner(bytes.NewReader(src))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "//go:generate ")
-		if !ok {
-			continue
-		}
-		if words, err := SplitCommand(line); err == nil {
-			if _, ok := IdemgenArgs(words); ok {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // fileConstraint returns the //go:build expression of a Go file, nil when
@@ -144,7 +124,7 @@ func tagsFor(user string, files []string) ([]string, error) {
 			return found, nil
 		}
 	}
-	return nil, fmt.Errorf("no set of build tags includes every file with an idemgen directive at once (%s), and one %s serves the whole package: move methods whose constraints exclude each other into packages of their own", strings.Join(exprs, "; "), GoFile)
+	return nil, fmt.Errorf("no set of build tags includes every file with an idemgen directive at once (%s), and one %s serves the whole package: move methods whose constraints exclude each other into packages of their own", strings.Join(exprs, "; "), names.GoFile)
 }
 
 func splitTags(s string) []string {
@@ -160,10 +140,10 @@ func joinTags(user string, extra []string) string {
 	return strings.Join(append(splitTags(user), extra...), ",")
 }
 
-// combinedConstraint is the //go:build expression of the generated files:
+// CombinedConstraint is the //go:build expression of the generated files:
 // the conjunction of the constraints of files (those the generated code
 // refers to), "" when none has one.
-func combinedConstraint(files []string) (string, error) {
+func CombinedConstraint(files []string) (string, error) {
 	byText := map[string]constraint.Expr{}
 	for _, f := range files {
 		x, err := fileConstraint(f)
@@ -193,8 +173,8 @@ func combinedConstraint(files []string) (string, error) {
 	return all.String(), nil
 }
 
-// positionOf is where a package-level problem with build tags is reported:
+// PositionOf is where a package-level problem with build tags is reported:
 // the first line of file.
-func positionOf(file string) token.Position {
+func PositionOf(file string) token.Position {
 	return token.Position{Filename: file, Line: 1, Column: 1}
 }

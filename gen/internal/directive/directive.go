@@ -1,4 +1,7 @@
-package gen
+// Package directive is the only place idemgen's //go:generate directives are
+// found and parsed: the flags of one directive, the directives of a
+// package's files, and the package-level settings they must agree on.
+package directive
 
 import (
 	"fmt"
@@ -64,10 +67,10 @@ const (
 	DefaultStorm           = 32
 )
 
-// ParseDirectiveArgs parses the flags of a directive (everything after the
+// Parse parses the flags of a directive (everything after the
 // command). Unknown, repeated or malformed flags and positional arguments
 // are errors.
-func ParseDirectiveArgs(args []string) (*Directive, []string) {
+func Parse(args []string) (*Directive, []string) {
 	d := &Directive{Args: args, Tests: true, Storm: DefaultStorm, set: map[string]string{}}
 	var problems []string
 	for i := 0; i < len(args); i++ {

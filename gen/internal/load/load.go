@@ -1,4 +1,8 @@
-package gen
+// Package load type-checks the packages idemgen generates for, with
+// go/packages: one load, generated files read as their bare package clause
+// (an -overlay for the go command), and packages whose annotated files the
+// build constraints leave out loaded again with tags that take them in.
+package load
 
 import (
 	"bytes"
@@ -19,30 +23,30 @@ import (
 
 	"golang.org/x/tools/go/packages"
 
+	"github.com/idemgen/idemgen/gen/internal/diag"
+	"github.com/idemgen/idemgen/gen/internal/directive"
+	"github.com/idemgen/idemgen/gen/internal/names"
 	"github.com/idemgen/idemgen/gen/stamp"
 )
 
-// Header is the first line of every Go file idemgen writes.
-const Header = stamp.Header
-
-// loaded is one package as loaded for generation: the package itself and,
+// Package is one package as loaded for generation: the package itself and,
 // when it has tests, its internal test variant (where fixtures live).
-type loaded struct {
-	pkg  *packages.Package
-	test *packages.Package
+type Package struct {
+	Pkg  *packages.Package
+	Test *packages.Package
 
-	tags    string // the -tags it was loaded with
-	problem *Error // why no tags take every annotated file in, or nil
-	loads   int    // on the first package: the go/packages loads made
+	Tags    string      // the -tags it was loaded with
+	Problem *diag.Error // why no tags take every annotated file in, or nil
+	Loads   int         // on the first package: the go/packages loads made
 }
 
-// load type-checks the packages matched by patterns in one go/packages call.
+// Load type-checks the packages matched by patterns in one go/packages call.
 // Files idemgen wrote are parsed as their bare package clause, so stale
 // output (whose compile-time guards fail by design) never stops a
 // regeneration; the go command's own compile report of such errors is
 // ignored by build, which trusts this type-check. The go command sees them
 // as their bare package clause too (generatedOverlay).
-func load(ctx context.Context, dir string, patterns []string, tags string) ([]*loaded, error) {
+func Load(ctx context.Context, dir string, patterns []string, tags string) ([]*Package, error) {
 	cfg := &packages.Config{
 		Context: ctx,
 		Dir:     dir,
@@ -76,25 +80,54 @@ func load(ctx context.Context, dir string, patterns []string, tags string) ([]*l
 		return nil, fmt.Errorf("load %s: %w", strings.Join(patterns, " "), err)
 	}
 	byPath, order := collect(pkgs)
+	again, err := retag(dir, patterns, tags, byPath, order)
+	if err != nil {
+		return nil, err
+	}
+	loads, order, err := reload(cfg, again, byPath, order)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(order)
+	if len(order) == 0 {
+		if err := goListFailure(ctx, dir, cfg.BuildFlags, patterns); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("no Go packages match %s", strings.Join(patterns, " "))
+	}
+	out := make([]*Package, 0, len(order))
+	for _, path := range order {
+		out = append(out, byPath[path])
+	}
+	out[0].Loads = loads
+	return out, nil
+}
+
+// retag returns the packages to load again, by the -tags value that takes
+// in every annotated file of theirs: packages with annotated files the
+// build constraints left out, and directories whose every file they left
+// out. A package whose annotated files no tags take in at once gets a
+// Problem.
+func retag(dir string, patterns []string, tags string, byPath map[string]*Package, order []string) (map[string][]string, error) {
 	// Packages with annotated files the build constraints left out are
 	// loaded again, with tags that take every annotated file in.
 	again := map[string][]string{} // -tags value → import paths
 	for _, path := range order {
 		l := byPath[path]
-		l.tags = tags
-		ignored := annotatedIgnored(l.pkg.IgnoredFiles)
+		l.Tags = tags
+		ignored := annotatedIgnored(l.Pkg.IgnoredFiles)
 		if len(ignored) == 0 {
 			continue
 		}
 		annotated := append([]string{}, ignored...)
-		for _, f := range l.pkg.GoFiles {
-			if b := filepath.Base(f); b != GoFile && hasIdemgenDirective(f) {
+		for _, f := range l.Pkg.GoFiles {
+			if b := filepath.Base(f); b != names.GoFile && directive.InFile(f) {
 				annotated = append(annotated, f)
 			}
 		}
 		extra, err := tagsFor(tags, annotated)
 		if err != nil {
-			l.problem = &Error{Pos: positionOf(ignored[0]), Msg: err.Error()}
+			l.Problem = &diag.Error{Pos: PositionOf(ignored[0]), Msg: err.Error()}
 			continue
 		}
 		t := joinTags(tags, extra)
@@ -104,7 +137,7 @@ func load(ctx context.Context, dir string, patterns []string, tags string) ([]*l
 	// package to ./..., so its annotated files are looked for here.
 	have := map[string]bool{}
 	for _, l := range byPath {
-		for _, f := range append(append([]string{}, l.pkg.GoFiles...), l.pkg.IgnoredFiles...) {
+		for _, f := range append(append([]string{}, l.Pkg.GoFiles...), l.Pkg.IgnoredFiles...) {
 			have[filepath.Dir(f)] = true
 		}
 	}
@@ -112,56 +145,51 @@ func load(ctx context.Context, dir string, patterns []string, tags string) ([]*l
 		if have[d] {
 			continue
 		}
-		names, _ := filepath.Glob(filepath.Join(d, "*.go"))
-		annotated := annotatedIgnored(names)
+		files, _ := filepath.Glob(filepath.Join(d, "*.go"))
+		annotated := annotatedIgnored(files)
 		if len(annotated) == 0 {
 			continue
 		}
 		extra, err := tagsFor(tags, annotated)
 		if err != nil {
-			return nil, ErrorList{{Pos: positionOf(annotated[0]), Msg: err.Error()}}
+			return nil, diag.ErrorList{{Pos: PositionOf(annotated[0]), Msg: err.Error()}}
 		}
 		t := joinTags(tags, extra)
 		again[t] = append(again[t], d)
 	}
+	return again, nil
+}
+
+// reload loads the packages in again with their tags, replacing what the
+// first load found for them, and returns the number of loads made (the
+// first included) and the import paths, extended.
+func reload(cfg *packages.Config, again map[string][]string, byPath map[string]*Package, order []string) (int, []string, error) {
 	loads := 1
-	for _, t := range sortedKeys(again) {
+	for _, t := range SortedKeys(again) {
 		cfg.BuildFlags = slices.DeleteFunc(cfg.BuildFlags, func(f string) bool { return strings.HasPrefix(f, "-tags=") })
 		cfg.BuildFlags = append(cfg.BuildFlags, "-tags="+t)
 		pkgs, err := packages.Load(cfg, again[t]...)
 		if err != nil {
-			return nil, fmt.Errorf("load %s with -tags=%s: %w", strings.Join(again[t], " "), t, err)
+			return 0, nil, fmt.Errorf("load %s with -tags=%s: %w", strings.Join(again[t], " "), t, err)
 		}
 		loads++
 		reloaded, paths := collect(pkgs)
 		for _, path := range paths {
 			l := reloaded[path]
-			l.tags = t
+			l.Tags = t
 			if byPath[path] == nil {
 				order = append(order, path)
 			}
 			byPath[path] = l
 		}
 	}
-	sort.Strings(order)
-	if len(order) == 0 {
-		if err := goListFailure(ctx, dir, cfg.BuildFlags, patterns); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("no Go packages match %s", strings.Join(patterns, " "))
-	}
-	out := make([]*loaded, 0, len(order))
-	for _, path := range order {
-		out = append(out, byPath[path])
-	}
-	out[0].loads = loads
-	return out, nil
+	return loads, order, nil
 }
 
 // collect pairs each package go/packages returned with its internal test
 // variant, by import path, and returns them with their paths sorted.
-func collect(pkgs []*packages.Package) (map[string]*loaded, []string) {
-	byPath := map[string]*loaded{}
+func collect(pkgs []*packages.Package) (map[string]*Package, []string) {
+	byPath := map[string]*Package{}
 	var order []string
 	for _, p := range pkgs {
 		switch {
@@ -169,22 +197,22 @@ func collect(pkgs []*packages.Package) (map[string]*loaded, []string) {
 			// the generated test main package
 		case p.ID == p.PkgPath:
 			if byPath[p.PkgPath] == nil {
-				byPath[p.PkgPath] = &loaded{}
+				byPath[p.PkgPath] = &Package{}
 				order = append(order, p.PkgPath)
 			}
-			byPath[p.PkgPath].pkg = p
+			byPath[p.PkgPath].Pkg = p
 		case strings.HasSuffix(p.ID, ".test]") && !strings.HasSuffix(p.Name, "_test") && !strings.HasSuffix(p.PkgPath, ".test"):
 			if byPath[p.PkgPath] == nil {
-				byPath[p.PkgPath] = &loaded{}
+				byPath[p.PkgPath] = &Package{}
 				order = append(order, p.PkgPath)
 			}
-			byPath[p.PkgPath].test = p
+			byPath[p.PkgPath].Test = p
 		}
 	}
 	sort.Strings(order)
 	kept := order[:0]
 	for _, path := range order {
-		if byPath[path].pkg != nil {
+		if byPath[path].Pkg != nil {
 			kept = append(kept, path)
 		} else {
 			delete(byPath, path)
@@ -214,7 +242,8 @@ func goListFailure(ctx context.Context, dir string, buildFlags, patterns []strin
 	return nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+// SortedKeys returns the keys of m, sorted.
+func SortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -269,7 +298,7 @@ func writeOverlay(overlay map[string][]byte) (string, func(), error) {
 func generatedOverlay(dir string, patterns []string) map[string][]byte {
 	overlay := map[string][]byte{}
 	add := func(pkgDir string) {
-		for _, name := range []string{GoFile, TestFile} {
+		for _, name := range []string{names.GoFile, names.TestFile} {
 			path := filepath.Join(pkgDir, name)
 			src, err := os.ReadFile(path)
 			if err != nil || !stamp.IsGenerated(src) {

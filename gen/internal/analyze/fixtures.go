@@ -1,15 +1,12 @@
-package gen
+package analyze
 
 import (
-	"bytes"
 	"fmt"
-	"go/ast"
-	"go/format"
-	"go/parser"
 	"go/token"
 	"go/types"
-	"strconv"
-	"strings"
+
+	"github.com/idemgen/idemgen/gen/internal/names"
+	"github.com/idemgen/idemgen/gen/ir"
 )
 
 // fixtureWant is a function the generated tests call and the user writes.
@@ -23,20 +20,19 @@ type fixtureWant struct {
 	first int    // sample fixtures: the index of the first sampled parameter
 	// effects is set for an optional effect-count fixture of this method:
 	// absent is fine, present must have the wanted signature.
-	effects *Method
+	effects *ir.Method
 	// other is set for the optional fixture returning a second request of
 	// this method for the mismatch test (the sample's signature).
-	other *Method
+	other *ir.Method
 }
 
 // wantFixtures records the fixtures method m needs.
-func (b *builder) wantFixtures(pos token.Position, m *Method, sig *types.Signature, first int) {
-	recv := "new" + m.Receiver + "ForTest"
+func (b *builder) wantFixtures(pos token.Position, m *ir.Method, first int) {
+	recv := names.ServiceFixture(m.Receiver)
 	if !b.fixtureSeen[recv] {
 		b.fixtureSeen[recv] = true
 		b.fixtures = append(b.fixtures, fixtureWant{
-			pos: pos, name: recv, recv: m.Receiver,
-			want: fmt.Sprintf("func %s(t *testing.T, db *idemtest.DB) *%s", recv, m.Receiver),
+			pos: pos, name: recv, recv: m.Receiver, want: names.ServiceDecl(m.Receiver),
 			what: "builds the service under test on the test's database (db.Pool); create the tables it needs there",
 		})
 	}
@@ -44,45 +40,13 @@ func (b *builder) wantFixtures(pos token.Position, m *Method, sig *types.Signatu
 	if len(m.Params) == 0 {
 		return // nothing to sample
 	}
-	var src []string
-	for i, p := range m.Params {
-		src = append(src, p.Name+" "+types.TypeString(sig.Params().At(first+i).Type(), b.qualifier))
-	}
-	name := "sample" + m.Receiver + m.Name + "Args"
-	b.fixtures = append(b.fixtures, fixtureWant{pos: pos, name: name, recv: m.Receiver, meth: m.Name, first: first,
-		want: pasteable(fmt.Sprintf("func %s(t *testing.T) (%s)", name, strings.Join(src, ", "))),
+	b.fixtures = append(b.fixtures, fixtureWant{pos: pos, name: names.SampleFixture(m.Receiver, m.Name), recv: m.Receiver, meth: m.Name, first: first,
+		want: names.SampleDecl(m.Receiver, m.Name, m.Params),
 		what: fmt.Sprintf("returns a valid request for %s, one it accepts and completes without error", m.Key),
 	})
-	other := otherFixtureName(m)
-	b.fixtures = append(b.fixtures, fixtureWant{pos: pos, name: other, recv: m.Receiver, meth: m.Name, first: first, other: m,
-		want: pasteable(fmt.Sprintf("func %s(t *testing.T) (%s)", other, strings.Join(src, ", "))),
-		what: fmt.Sprintf("returns another valid request for %s, one whose fingerprint differs from the sample's (the mismatch test sends it under the sample's key)", m.Key),
+	b.fixtures = append(b.fixtures, fixtureWant{pos: pos, name: names.OtherFixture(m.Receiver, m.Name), recv: m.Receiver, meth: m.Name, first: first, other: m,
+		want: names.OtherDecl(m.Receiver, m.Name, m.Params), what: names.OtherWhat(m.Key),
 	})
-}
-
-// pasteable formats a function declaration's signature as gofmt would, so
-// anonymous structs and long parameter lists read as Go, with struct tags
-// in backquotes. It returns decl unchanged if it does not parse.
-func pasteable(decl string) string {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "", "package p\n\n"+decl+" {}\n", 0)
-	if err != nil {
-		return decl
-	}
-	ast.Inspect(f, func(n ast.Node) bool {
-		if fl, ok := n.(*ast.Field); ok && fl.Tag != nil {
-			if v, err := strconv.Unquote(fl.Tag.Value); err == nil && !strings.Contains(v, "`") {
-				fl.Tag.Value = "`" + v + "`"
-			}
-		}
-		return true
-	})
-	var buf bytes.Buffer
-	if err := format.Node(&buf, fset, f.Decls[0]); err != nil {
-		return decl
-	}
-	s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(buf.String()), "{}"))
-	return strings.ReplaceAll(s, "\n", "\n\t")
 }
 
 // checkFixtures checks that the functions the generated tests call exist in
@@ -93,8 +57,8 @@ func pasteable(decl string) string {
 // directive that needs the fixture, with the exact function to add.
 func (b *builder) checkFixtures() {
 	var tp *types.Package
-	if b.l.test != nil && b.l.test.Types != nil {
-		tp = b.l.test.Types
+	if b.l.Test != nil && b.l.Test.Types != nil {
+		tp = b.l.Test.Types
 	}
 	for _, f := range b.fixtures {
 		var obj types.Object
@@ -106,28 +70,24 @@ func (b *builder) checkFixtures() {
 			continue
 		}
 		if f.other != nil && obj == nil {
-			// Optional: the tests derive another request from the sample.
-			if f.other.NoMismatch != "" {
-				f.other.NoMismatch += "; to test it, add to a _test.go file\n\t" + f.want + "\nwhich " + f.what
-			}
-			continue
+			continue // optional: the tests derive another request from the sample
 		}
 		if fn, ok := obj.(*types.Func); ok && f.other != nil && fixtureFits(tp, f, fn.Type().(*types.Signature)) {
-			f.other.OtherFixture, f.other.NoMismatch = f.name, ""
+			f.other.HasOtherFixture = true
 			continue
 		}
 		if fn, ok := obj.(*types.Func); ok && fixtureFits(tp, f, fn.Type().(*types.Signature)) {
 			continue
 		}
 		if obj == nil {
-			b.e.add(f.pos, "the generated tests need a fixture: add to a _test.go file of package %s\n\t%s\nwhich %s (or set -tests=false)", b.pkg.Name(), f.want, f.what)
+			b.e.Add(f.pos, "the generated tests need a fixture: add to a _test.go file of package %s\n\t%s\nwhich %s (or set -tests=false)", b.pkg.Name(), f.want, f.what)
 			continue
 		}
 		if f.other != nil {
-			b.e.add(f.pos, "optional fixture %s has the wrong signature %s; the generated tests call it as\n\t%s\nwhich %s (or rename it)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
+			b.e.Add(f.pos, "optional fixture %s has the wrong signature %s; the generated tests call it as\n\t%s\nwhich %s (or rename it)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
 			continue
 		}
-		b.e.add(f.pos, "fixture %s has the wrong signature %s; the generated tests need\n\t%s\nwhich %s (or set -tests=false)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
+		b.e.Add(f.pos, "fixture %s has the wrong signature %s; the generated tests need\n\t%s\nwhich %s (or set -tests=false)", f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
 	}
 }
 
@@ -150,7 +110,7 @@ func fixtureFits(tp *types.Package, f fixtureWant, sig *types.Signature) bool {
 	}
 	params, results := sig.Params(), sig.Results()
 	if f.meth == "" { // func(t *testing.T, db *idemtest.DB) *Recv
-		if params.Len() != 2 || results.Len() != 1 || !isPointerTo(params.At(1).Type(), idemtestPath, "DB") {
+		if params.Len() != 2 || results.Len() != 1 || !isPointerTo(params.At(1).Type(), ir.IdemtestPath, "DB") {
 			return false
 		}
 		p, ok := types.Unalias(results.At(0).Type()).(*types.Pointer)
@@ -182,14 +142,13 @@ func isPointerTo(t types.Type, pkg, name string) bool {
 // wantEffectFixture records the optional fixture that counts m's effects
 // (count<Receiver><Method>Effects). When the package's tests declare it, every
 // twin, storm and failing-body test asserts how much it grew.
-func (b *builder) wantEffectFixture(pos token.Position, m *Method) {
-	if m.Mode == ModeInline {
+func (b *builder) wantEffectFixture(pos token.Position, m *ir.Method) {
+	if m.Mode == ir.ModeInline {
 		return // inline tests count the business rows themselves
 	}
-	name := effectFixtureName(m)
 	b.fixtures = append(b.fixtures, fixtureWant{
-		pos: pos, name: name, effects: m,
-		want: fmt.Sprintf("func %s(t *testing.T, db *idemtest.DB) int", name),
+		pos: pos, name: names.EffectFixture(m.Receiver, m.Name), effects: m,
+		want: names.EffectDecl(m.Receiver, m.Name),
 		what: fmt.Sprintf("counts the effects of %s on db (e.g. its rows), so the tests can assert each request had one", m.Key),
 	})
 }
@@ -198,18 +157,17 @@ func (b *builder) wantEffectFixture(pos token.Position, m *Method) {
 // with the right signature and reports one with another signature.
 func (b *builder) checkEffectFixture(tp *types.Package, f fixtureWant, obj types.Object) {
 	if obj == nil {
-		f.effects.EffectFixture = ""
 		return
 	}
 	if fn, ok := obj.(*types.Func); ok {
 		sig := fn.Type().(*types.Signature)
 		p, r := sig.Params(), sig.Results()
 		if !sig.Variadic() && p.Len() == 2 && r.Len() == 1 && isPointerTo(p.At(0).Type(), "testing", "T") &&
-			isPointerTo(p.At(1).Type(), idemtestPath, "DB") && types.Identical(r.At(0).Type(), types.Typ[types.Int]) {
-			f.effects.EffectFixture = f.name
+			isPointerTo(p.At(1).Type(), ir.IdemtestPath, "DB") && types.Identical(r.At(0).Type(), types.Typ[types.Int]) {
+			f.effects.HasEffectFixture = true
 			return
 		}
 	}
-	b.e.add(f.pos, "optional fixture %s has the wrong signature %s; the generated tests call it as\n\t%s\nwhich %s (or rename it)",
+	b.e.Add(f.pos, "optional fixture %s has the wrong signature %s; the generated tests call it as\n\t%s\nwhich %s (or rename it)",
 		f.name, types.TypeString(obj.Type(), b.qualifierIn(tp)), f.want, f.what)
 }

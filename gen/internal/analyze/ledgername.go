@@ -1,4 +1,9 @@
-package gen
+package analyze
+
+import (
+	"github.com/idemgen/idemgen/gen/internal/diag"
+	"github.com/idemgen/idemgen/gen/ir"
+)
 
 // maxLedgerName bounds a method's ledger value. It is one column of the
 // ledger's (scope, method, key) unique index, whose entries PostgreSQL caps
@@ -27,34 +32,34 @@ func ledgerName(pkgPath, receiver, method string) string {
 	return pkgPath + "." + receiver + "." + method
 }
 
-// checkLedgerNames refuses methods whose ledger value cannot identify them:
+// CheckLedgerNames refuses methods whose ledger value cannot identify them:
 // a package without a real import path (files named on the command line
 // are all "command-line-arguments"), a value too long for the ledger's
 // index, or two methods of one run sharing a value. The last cannot happen
 // while ledgerName includes the import path; the check keeps it so should
 // the naming ever change.
-func checkLedgerNames(pkgs []*Package) ErrorList {
-	var e errs
-	seen := map[string]*Method{}
+func CheckLedgerNames(pkgs []*ir.Package) diag.ErrorList {
+	var e diag.Errs
+	seen := map[string]*ir.Method{}
 	for _, p := range pkgs {
 		for _, r := range p.Receivers {
 			for _, m := range r.Methods {
 				pos := posOf(m.Pos)
 				switch {
 				case p.Path == "" || p.Path == "command-line-arguments":
-					e.add(pos, "%s: package %s has no import path to name it by in the ledger; run idemgen on a package pattern (./...) inside a module, not on files", m.Key, p.Name)
+					e.Add(pos, "%s: package %s has no import path to name it by in the ledger; run idemgen on a package pattern (./...) inside a module, not on files", m.Key, p.Name)
 					continue
 				case len(m.Ledger) > maxLedgerName:
-					e.add(pos, "%s: its ledger name (import path, type and method) is %d bytes, more than the %d the ledger's index allows it; shorten the import path", m.Key, len(m.Ledger), maxLedgerName)
+					e.Add(pos, "%s: its ledger name (import path, type and method) is %d bytes, more than the %d the ledger's index allows it; shorten the import path", m.Key, len(m.Ledger), maxLedgerName)
 					continue
 				}
 				if other := seen[m.Ledger]; other != nil {
-					e.add(pos, "%s shares the ledger name %q with the method at %s: their keys would replay each other's responses; rename one", m.Key, m.Ledger, other.Pos)
+					e.Add(pos, "%s shares the ledger name %q with the method at %s: their keys would replay each other's responses; rename one", m.Key, m.Ledger, other.Pos)
 					continue
 				}
 				seen[m.Ledger] = m
 			}
 		}
 	}
-	return e.list
+	return e.List
 }

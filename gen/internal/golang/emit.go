@@ -1,35 +1,52 @@
-package gen
+// Package golang prints a package model (ir) as the wrappers file,
+// idem_gen.go: wrapper types and methods, the runtime's method
+// descriptions, fingerprint functions and helpers, compile-time guards, and
+// their doc prose. It also holds the rendering helpers the generated tests'
+// emitter (package gotest) shares: the one ir.Type → jen.Code function,
+// files, comments. Names come from package names; it imports neither
+// go/types nor x/tools.
+package golang
 
 import (
 	"bytes"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/gen/internal/names"
+	"github.com/idemgen/idemgen/gen/ir"
+	"github.com/idemgen/idemgen/gen/stamp"
 )
 
-// emitter renders the Go files of one package model.
-type emitter struct {
-	m     *Package
-	named map[string]*Named // by PkgPath + "." + Name
+// Emitter renders the Go files of one package model.
+type Emitter struct {
+	m     *ir.Package
+	names *names.Table
+	named map[string]*ir.Named // by PkgPath + "." + Name
 
 	emptyIsNil bool // see nilCond
 	cyclic     bool // writing the helper of a recursive type: see guard
 }
 
-func newEmitter(m *Package) *emitter {
-	e := &emitter{m: m, named: map[string]*Named{}}
+// New returns the emitter of m, with the names of m's generated identifiers
+// allocated (names.For).
+func New(m *ir.Package) *Emitter {
+	e := &Emitter{m: m, names: names.For(m), named: map[string]*ir.Named{}}
 	for _, n := range m.Named {
 		e.named[n.Type.NamedKey()] = n
 	}
 	return e
 }
 
-func newFile(m *Package) *jen.File {
+// NewFile starts a generated file of package m: the header, the build
+// constraint and the import names.
+func NewFile(m *ir.Package) *jen.File {
 	f := jen.NewFilePathName(m.Path, m.Name)
-	f.HeaderComment(Header)
+	f.HeaderComment(stamp.Header)
 	if m.Constraint != "" {
 		f.HeaderComment("//go:build " + m.Constraint)
 	}
@@ -41,13 +58,14 @@ func newFile(m *Package) *jen.File {
 	f.ImportName("maps", "maps")
 	f.ImportName("slices", "slices")
 	f.ImportName("sync/atomic", "atomic")
-	f.ImportName(pgxPath, "pgx")
-	f.ImportName(idemPath, "idem")
-	f.ImportName(idemtestPath, "idemtest")
+	f.ImportName(ir.PgxPath, "pgx")
+	f.ImportName(ir.IdemPath, "idem")
+	f.ImportName(ir.IdemtestPath, "idemtest")
 	return f
 }
 
-func render(f *jen.File) ([]byte, error) {
+// Render prints f.
+func Render(f *jen.File) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := f.Render(&buf); err != nil {
 		return nil, fmt.Errorf("render generated code: %w", err)
@@ -55,41 +73,45 @@ func render(f *jen.File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// emitGo renders the wrappers file, without its stamp.
-func (e *emitter) emitGo() ([]byte, error) {
-	f := newFile(e.m)
+// File renders the wrappers file, without its stamp.
+func (e *Emitter) File() ([]byte, error) {
+	f := NewFile(e.m)
 	for _, r := range e.m.Receivers {
 		f.Add(e.wrapperType(r))
 		f.Add(e.constructor(r))
 		for _, m := range r.Methods {
-			if m.Mode == ModeInline {
+			if m.Mode == ir.ModeInline {
 				e.inlineMethod(f, r, m)
 				continue
 			}
 			f.Add(e.methodVar(m))
 			f.Add(e.wrapperMethod(r, m, false))
-			if m.Mode == ModeAtomic {
+			if m.Mode == ir.ModeAtomic {
 				f.Add(e.wrapperMethod(r, m, true))
 			}
 			f.Add(e.guard(m))
 			f.Add(e.fingerprintFunc(m))
 		}
 	}
-	for _, n := range e.m.Named {
+	helpers := slices.Clone(e.m.Named)
+	slices.SortFunc(helpers, func(a, b *ir.Named) int {
+		return strings.Compare(e.names.Helper(a.Type.NamedKey()), e.names.Helper(b.Type.NamedKey()))
+	})
+	for _, n := range helpers {
 		f.Add(e.fingerprintHelper(n))
 		if g := e.structGuard(n); g != nil {
 			f.Add(g)
 		}
 	}
-	return render(f)
+	return Render(f)
 }
 
-// typ is the one types → jen.Code helper.
-func (e *emitter) typ(t *Type) *jen.Statement {
+// Type is the one ir.Type → jen.Code helper.
+func (e *Emitter) Type(t *ir.Type) *jen.Statement {
 	switch t.Kind {
-	case KindBasic:
+	case ir.KindBasic:
 		return jen.Id(t.Basic)
-	case KindNamed:
+	case ir.KindNamed:
 		var s *jen.Statement
 		if t.PkgPath == e.m.Path {
 			s = jen.Id(t.Name)
@@ -99,89 +121,99 @@ func (e *emitter) typ(t *Type) *jen.Statement {
 		if len(t.TypeArgs) > 0 {
 			var args []jen.Code
 			for _, a := range t.TypeArgs {
-				args = append(args, e.typ(a))
+				args = append(args, e.Type(a))
 			}
 			s = s.Types(args...)
 		}
 		return s
-	case KindPointer:
-		return jen.Op("*").Add(e.typ(t.Elem))
-	case KindSlice:
-		return jen.Index().Add(e.typ(t.Elem))
-	case KindArray:
-		return jen.Index(jen.Lit(int(t.Len))).Add(e.typ(t.Elem))
-	case KindMap:
-		return jen.Map(e.typ(t.Key)).Add(e.typ(t.Elem))
-	case KindStruct:
-		var fields []jen.Code
-		for _, fl := range t.Fields {
-			var s *jen.Statement
-			switch {
-			case fl.Alias != nil:
-				s = e.typ(fl.Alias)
-				if fl.Type.Kind == KindPointer {
-					s = jen.Op("*").Add(s)
-				}
-			case fl.Embedded:
-				s = e.typ(fl.Type)
-			default:
-				s = jen.Id(fl.Name).Add(e.typ(fl.Type))
-			}
-			if fl.Tag != "" {
-				s = s.Op("`" + fl.Tag + "`")
-			}
-			fields = append(fields, s)
-		}
-		return jen.Struct(fields...)
-	case KindFunc:
-		var params, results []jen.Code
-		for i, p := range t.Params {
-			if t.Variadic && i == len(t.Params)-1 {
-				params = append(params, jen.Op("...").Add(e.typ(p.Elem)))
-				continue
-			}
-			params = append(params, e.typ(p))
-		}
-		for _, r := range t.Results {
-			results = append(results, e.typ(r))
-		}
-		s := jen.Func().Params(params...)
-		switch len(results) {
-		case 0:
-			return s
-		case 1:
-			return s.Add(results[0])
-		}
-		return s.Params(results...)
-	case KindChan:
+	case ir.KindPointer:
+		return jen.Op("*").Add(e.Type(t.Elem))
+	case ir.KindSlice:
+		return jen.Index().Add(e.Type(t.Elem))
+	case ir.KindArray:
+		return jen.Index(jen.Lit(int(t.Len))).Add(e.Type(t.Elem))
+	case ir.KindMap:
+		return jen.Map(e.Type(t.Key)).Add(e.Type(t.Elem))
+	case ir.KindStruct:
+		return e.structType(t)
+	case ir.KindFunc:
+		return e.funcType(t)
+	case ir.KindChan:
 		switch t.ChanDir {
 		case "chan<-":
-			return jen.Chan().Op("<-").Add(e.typ(t.Elem))
+			return jen.Chan().Op("<-").Add(e.Type(t.Elem))
 		case "<-chan":
-			return jen.Op("<-").Chan().Add(e.typ(t.Elem))
+			return jen.Op("<-").Chan().Add(e.Type(t.Elem))
 		}
-		return jen.Chan().Add(e.typ(t.Elem))
-	case KindInterface:
+		return jen.Chan().Add(e.Type(t.Elem))
+	case ir.KindInterface:
 		var items []jen.Code
 		for _, fl := range t.Fields {
 			if fl.Embedded {
-				items = append(items, e.typ(fl.Type))
+				items = append(items, e.Type(fl.Type))
 				continue
 			}
-			items = append(items, jen.Id(fl.Name).Add((*e.typ(fl.Type))[1:]...))
+			items = append(items, jen.Id(fl.Name).Add((*e.Type(fl.Type))[1:]...))
 		}
 		return jen.Interface(items...)
 	}
 	return jen.Id(t.Expr)
 }
 
-// result is the response type as the runtime sees it: R, or struct{} for
+// structType: struct{ Amount int64 `json:"amount"`; Money; *pkg.Alias }
+func (e *Emitter) structType(t *ir.Type) *jen.Statement {
+	var fields []jen.Code
+	for _, fl := range t.Fields {
+		var s *jen.Statement
+		switch {
+		case fl.Alias != nil:
+			s = e.Type(fl.Alias)
+			if fl.Type.Kind == ir.KindPointer {
+				s = jen.Op("*").Add(s)
+			}
+		case fl.Embedded:
+			s = e.Type(fl.Type)
+		default:
+			s = jen.Id(fl.Name).Add(e.Type(fl.Type))
+		}
+		if fl.Tag != "" {
+			s = s.Op("`" + fl.Tag + "`")
+		}
+		fields = append(fields, s)
+	}
+	return jen.Struct(fields...)
+}
+
+// funcType: func(int, ...string) (R, error)
+func (e *Emitter) funcType(t *ir.Type) *jen.Statement {
+	var params, results []jen.Code
+	for i, p := range t.Params {
+		if t.Variadic && i == len(t.Params)-1 {
+			params = append(params, jen.Op("...").Add(e.Type(p.Elem)))
+			continue
+		}
+		params = append(params, e.Type(p))
+	}
+	for _, r := range t.Results {
+		results = append(results, e.Type(r))
+	}
+	s := jen.Func().Params(params...)
+	switch len(results) {
+	case 0:
+		return s
+	case 1:
+		return s.Add(results[0])
+	}
+	return s.Params(results...)
+}
+
+// Result is the response type as the runtime sees it: R, or struct{} for
 // error-only methods.
-func (e *emitter) result(m *Method) *jen.Statement {
+func (e *Emitter) Result(m *ir.Method) *jen.Statement {
 	if m.Result == nil {
 		return jen.Struct()
 	}
-	return e.typ(m.Result)
+	return e.Type(m.Result)
 }
 
 // duration renders a duration literal: 48 * time.Hour.
@@ -202,7 +234,7 @@ func duration(d time.Duration) jen.Code {
 
 // Doc sentences shared by the identifiers of one method.
 
-func retentionText(m *Method) string {
+func retentionText(m *ir.Method) string {
 	if m.Retention == 0 {
 		return "Keys are kept for the store's retention (idem.WithRetention, 24h by default); a key sent after that is treated as new."
 	}
@@ -210,8 +242,8 @@ func retentionText(m *Method) string {
 	return fmt.Sprintf("Keys are kept for %s: a key sent after %s is treated as new.", r, r)
 }
 
-func modeText(m *Method) string {
-	if m.Mode == ModeAtomic {
+func modeText(m *ir.Method) string {
+	if m.Mode == ir.ModeAtomic {
 		return "Mode: atomic. The claim, the work and the stored response commit in one transaction, or not at all."
 	}
 	lt := "the store's lock timeout (1m by default)"
@@ -221,14 +253,14 @@ func modeText(m *Method) string {
 	return fmt.Sprintf("Mode: external. The claim commits an in-progress row before the work runs outside any transaction; a retry meanwhile gets idem.ErrInProgress, and an attempt that dies is taken over after %s.", lt)
 }
 
-func finalText(m *Method) string {
+func finalText(m *ir.Method) string {
 	if len(m.FinalErrors) == 0 {
 		return "No final errors: any error lets a retry run the method again."
 	}
 	return fmt.Sprintf("Final errors, stored and replayed (errors.Is holds): %s. Any other error lets a retry run the method again.", strings.Join(m.FinalErrors, ", "))
 }
 
-func fingerprintText(m *Method) string {
+func fingerprintText(m *ir.Method) string {
 	if len(m.Fingerprinted) == 0 && len(m.Omitted) == 0 {
 		return "Fingerprinted: nothing but the method name (it takes no arguments)."
 	}
@@ -239,14 +271,36 @@ func fingerprintText(m *Method) string {
 	if len(m.Omitted) > 0 {
 		s += " Left out (idem:\"-\"): " + strings.Join(m.Omitted, ", ") + "."
 	}
-	for _, n := range m.Notes {
+	for _, n := range encodingNotes(m.Encoding) {
 		s += "\n" + n
 	}
 	return s
 }
 
-// comment renders lines as a // doc comment.
-func comment(lines ...string) *jen.Statement {
+// encodingNotes are the doc comment's sentences on the encoding rules that
+// apply to a request.
+func encodingNotes(enc ir.Encoding) []string {
+	var out []string
+	if enc.Time {
+		out = append(out, "A time.Time counts by its instant: its zone (Location) and monotonic clock reading are left out.")
+	}
+	if enc.NilDistinct {
+		out = append(out, "A nil slice or map differs from an empty one, so a retry that sends [] or {} where the first request sent nothing is a mismatch; tag a field idem:\",emptyisnil\" to treat them alike.")
+	}
+	switch text := enc.Text; {
+	case len(text) == 1:
+		out = append(out, "A "+text[0]+" counts by its text form (MarshalText), the only part of it generated code can read.")
+	case len(text) > 1:
+		out = append(out, strings.Join(text[:len(text)-1], ", ")+" and "+text[len(text)-1]+" values count by their text form (MarshalText), the only part of them generated code can read.")
+	}
+	if len(enc.EmptyIsNil) > 0 {
+		out = append(out, "Empty counts as nil (idem:\",emptyisnil\"): "+strings.Join(enc.EmptyIsNil, ", ")+".")
+	}
+	return out
+}
+
+// Comment renders lines as a // doc comment.
+func Comment(lines ...string) *jen.Statement {
 	s := jen.Null()
 	for i, l := range lines {
 		for j, part := range strings.Split(l, "\n") {
@@ -262,34 +316,34 @@ func comment(lines ...string) *jen.Statement {
 // wrapperType:
 //
 //	type IdempotentPayments struct { inner *Payments; store *idem.Store }
-func (e *emitter) wrapperType(r *Receiver) jen.Code {
-	var names []string
+func (e *Emitter) wrapperType(r *ir.Receiver) jen.Code {
+	var list []string
 	for _, m := range r.Methods {
-		names = append(names, m.Name)
+		list = append(list, m.Name)
 	}
-	return comment(
-		fmt.Sprintf("%s wraps *%s: each of its methods (%s) runs at most once per idempotency key", r.Wrapper, r.Name, strings.Join(names, ", ")),
+	return Comment(
+		fmt.Sprintf("%s wraps *%s: each of its methods (%s) runs at most once per idempotency key", names.Wrapper(r.Name), r.Name, strings.Join(list, ", ")),
 		"(idem.ContextWithKey) within its scope (idem.ContextWithScope), and retries replay the stored response.",
-	).Line().Type().Id(r.Wrapper).Struct(
+	).Line().Type().Id(names.Wrapper(r.Name)).Struct(
 		jen.Id("inner").Op("*").Id(r.Name),
-		jen.Id("store").Op("*").Qual(idemPath, "Store"),
+		jen.Id("store").Op("*").Qual(ir.IdemPath, "Store"),
 	).Line()
 }
 
 // constructor:
 //
 //	func NewIdempotentPayments(inner *Payments, store *idem.Store) *IdempotentPayments
-func (e *emitter) constructor(r *Receiver) jen.Code {
-	return comment(fmt.Sprintf("%s wraps inner so that its annotated methods run through the ledger of store.", r.Constructor)).Line().
-		Func().Id(r.Constructor).Params(jen.Id("inner").Op("*").Id(r.Name), jen.Id("store").Op("*").Qual(idemPath, "Store")).Op("*").Id(r.Wrapper).Block(
-		jen.Return(jen.Op("&").Id(r.Wrapper).Values(jen.Dict{jen.Id("inner"): jen.Id("inner"), jen.Id("store"): jen.Id("store")})),
+func (e *Emitter) constructor(r *ir.Receiver) jen.Code {
+	return Comment(fmt.Sprintf("%s wraps inner so that its annotated methods run through the ledger of store.", names.Constructor(r.Name))).Line().
+		Func().Id(names.Constructor(r.Name)).Params(jen.Id("inner").Op("*").Id(r.Name), jen.Id("store").Op("*").Qual(ir.IdemPath, "Store")).Op("*").Id(names.Wrapper(r.Name)).Block(
+		jen.Return(jen.Op("&").Id(names.Wrapper(r.Name)).Values(jen.Dict{jen.Id("inner"): jen.Id("inner"), jen.Id("store"): jen.Id("store")})),
 	).Line()
 }
 
 // methodVar:
 //
 //	var idemPaymentsCharge = &idem.Method[Receipt]{Name: "example.com/shop.Payments.Charge", Retention: 48 * time.Hour, ...}
-func (e *emitter) methodVar(m *Method) jen.Code {
+func (e *Emitter) methodVar(m *ir.Method) jen.Code {
 	// Fields in the order a reader expects, not jen.Dict's sorted order.
 	d := []jen.Code{jen.Id("Name").Op(":").Lit(m.Ledger)}
 	if m.Retention > 0 {
@@ -303,12 +357,12 @@ func (e *emitter) methodVar(m *Method) jen.Code {
 		for _, n := range m.FinalErrors {
 			items = append(items, jen.Values(jen.Id("Name").Op(":").Lit(n), jen.Id("Err").Op(":").Id(n)))
 		}
-		d = append(d, jen.Id("FinalErrors").Op(":").Index().Qual(idemPath, "FinalError").Values(items...))
+		d = append(d, jen.Id("FinalErrors").Op(":").Index().Qual(ir.IdemPath, "FinalError").Values(items...))
 	}
-	return comment(
-		fmt.Sprintf("%s describes %s to the runtime; its promises are in %s's doc comment.\nThe response is stored as JSON; every caller, the first included, gets it\ndecoded from the stored bytes, so a replay equals the first answer.", m.MethodVar, m.Key, m.Name),
+	return Comment(
+		fmt.Sprintf("%s describes %s to the runtime; its promises are in %s's doc comment.\nThe response is stored as JSON; every caller, the first included, gets it\ndecoded from the stored bytes, so a replay equals the first answer.", e.names.MethodVar(m), m.Key, m.Name),
 		"Name, the method's identity in the ledger, holds the package's import path:\nrenaming or moving the package, the type or the method orphans its stored keys.",
-	).Line().Var().Id(m.MethodVar).Op("=").Op("&").Qual(idemPath, "Method").Types(e.result(m)).
+	).Line().Var().Id(e.names.MethodVar(m)).Op("=").Op("&").Qual(ir.IdemPath, "Method").Types(e.Result(m)).
 		Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, d...).Line()
 }
 
@@ -318,26 +372,26 @@ func (e *emitter) methodVar(m *Method) jen.Code {
 //		return idem.Atomic(ctx, w.store, idemPaymentsCharge, fingerprintPaymentsCharge(req),
 //			func(ctx context.Context, tx pgx.Tx) (Receipt, error) { return w.inner.Charge(ctx, tx, req) })
 //	}
-func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
+func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Code {
 	name := m.Name
 	params := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
 	var args, callArgs []jen.Code
 	callArgs = append(callArgs, jen.Id("ctx"))
-	if m.Mode == ModeAtomic {
+	if m.Mode == ir.ModeAtomic {
 		callArgs = append(callArgs, jen.Id("tx"))
 	}
 	if inTx {
-		name += "InTx"
-		params = append(params, jen.Id("tx").Qual(pgxPath, "Tx"))
+		name = names.InTx(name)
+		params = append(params, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
 	}
 	for _, p := range m.Params {
-		params = append(params, jen.Id(p.Local).Add(e.typ(p.Type)))
+		params = append(params, jen.Id(p.Local).Add(e.Type(p.Type)))
 		args = append(args, jen.Id(p.Local))
 		callArgs = append(callArgs, jen.Id(p.Local))
 	}
 	results := []jen.Code{jen.Error()}
 	if m.Result != nil {
-		results = []jen.Code{e.typ(m.Result), jen.Error()}
+		results = []jen.Code{e.Type(m.Result), jen.Error()}
 	}
 	core := "Atomic"
 	coreArgs := []jen.Code{jen.Id("ctx"), jen.Id("w").Dot("store")}
@@ -346,13 +400,13 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 	case inTx:
 		core = "AtomicInTx"
 		coreArgs = append(coreArgs, jen.Id("tx"))
-		bodyParams = append(bodyParams, jen.Id("tx").Qual(pgxPath, "Tx"))
-	case m.Mode == ModeAtomic:
-		bodyParams = append(bodyParams, jen.Id("tx").Qual(pgxPath, "Tx"))
+		bodyParams = append(bodyParams, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
+	case m.Mode == ir.ModeAtomic:
+		bodyParams = append(bodyParams, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
 	default:
 		core = "External"
 	}
-	coreArgs = append(coreArgs, jen.Id(m.MethodVar), jen.Id(m.FingerprintFunc).Call(args...))
+	coreArgs = append(coreArgs, jen.Id(e.names.MethodVar(m)), jen.Id(e.names.Fingerprint(m)).Call(args...))
 	inner := jen.Id("w").Dot("inner").Dot(m.Name).Call(callArgs...)
 	var body []jen.Code
 	if m.Result != nil {
@@ -360,8 +414,8 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 	} else {
 		body = []jen.Code{jen.Return(jen.Struct().Values(), inner)}
 	}
-	fn := jen.Func().Params(bodyParams...).Params(e.result(m), jen.Error()).Block(body...)
-	call := jen.Qual(idemPath, core).Call(append(coreArgs, fn)...)
+	fn := jen.Func().Params(bodyParams...).Params(e.Result(m), jen.Error()).Block(body...)
+	call := jen.Qual(ir.IdemPath, core).Call(append(coreArgs, fn)...)
 	var block []jen.Code
 	if m.Result != nil {
 		block = []jen.Code{jen.Return(call)}
@@ -379,7 +433,7 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 			"another request fails with idem.ErrMismatch.",
 			modeText(m), retentionText(m), finalText(m), fingerprintText(m)}
 	}
-	return comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(r.Wrapper)).Id(name).Params(params...).Params(results...).Block(block...).Line()
+	return Comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(names.Wrapper(r.Name))).Id(name).Params(params...).Params(results...).Block(block...).Line()
 }
 
 // guard: the type's name is in the compiler's error when the method changes
@@ -387,22 +441,22 @@ func (e *emitter) wrapperMethod(r *Receiver, m *Method, inTx bool) jen.Code {
 //
 //	type runGoGeneratePaymentsCharge func(*Payments, context.Context, pgx.Tx, ChargeRequest) (Receipt, error)
 //	var _ runGoGeneratePaymentsCharge = (*Payments).Charge
-func (e *emitter) guard(m *Method) jen.Code {
+func (e *Emitter) guard(m *ir.Method) jen.Code {
 	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context")}
-	if m.Mode == ModeAtomic {
-		params = append(params, jen.Qual(pgxPath, "Tx"))
+	if m.Mode == ir.ModeAtomic {
+		params = append(params, jen.Qual(ir.PgxPath, "Tx"))
 	}
 	for _, p := range m.Params {
-		params = append(params, e.typ(p.Type))
+		params = append(params, e.Type(p.Type))
 	}
 	results := []jen.Code{jen.Error()}
 	if m.Result != nil {
-		results = []jen.Code{e.typ(m.Result), jen.Error()}
+		results = []jen.Code{e.Type(m.Result), jen.Error()}
 	}
-	return comment(fmt.Sprintf("%s is the signature of %s this file was generated from. The build fails", m.GuardType, m.Key),
+	return Comment(fmt.Sprintf("%s is the signature of %s this file was generated from. The build fails", e.names.Guard(m), m.Key),
 		"below, naming this type, if the method changes: run go generate.").Line().
-		Type().Id(m.GuardType).Func().Params(params...).Params(results...).Line().Line().
-		Var().Id("_").Id(m.GuardType).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name).Line()
+		Type().Id(e.names.Guard(m)).Func().Params(params...).Params(results...).Line().Line().
+		Var().Id("_").Id(e.names.Guard(m)).Op("=").Parens(jen.Op("*").Id(m.Receiver)).Dot(m.Name).Line()
 }
 
 // fingerprintFunc:
@@ -410,38 +464,38 @@ func (e *emitter) guard(m *Method) jen.Code {
 //	func fingerprintPaymentsCharge(req ChargeRequest) []byte {
 //		f := idem.NewFingerprinter("Payments.Charge"); f.Field("req"); fpChargeRequest(f, req); return f.Sum()
 //	}
-func (e *emitter) fingerprintFunc(m *Method) jen.Code {
+func (e *Emitter) fingerprintFunc(m *ir.Method) jen.Code {
 	var params []jen.Code
-	body := []jen.Code{jen.Id("f").Op(":=").Qual(idemPath, "NewFingerprinter").Call(jen.Lit(m.Key))}
+	body := []jen.Code{jen.Id("f").Op(":=").Qual(ir.IdemPath, "NewFingerprinter").Call(jen.Lit(m.Key))}
 	for _, p := range m.Params {
-		params = append(params, jen.Id(p.Local).Add(e.typ(p.Type)))
+		params = append(params, jen.Id(p.Local).Add(e.Type(p.Type)))
 		body = append(body, jen.Id("f").Dot("Field").Call(jen.Lit(p.Name)))
 		body = append(body, e.fpValue(p.Type, jen.Id(p.Local), 0)...)
 	}
 	body = append(body, jen.Return(jen.Id("f").Dot("Sum").Call()))
-	return comment(
-		fmt.Sprintf("%s returns the request fingerprint of %s: SHA-256 (idem.Fingerprinter) over", m.FingerprintFunc, m.Key),
+	return Comment(
+		fmt.Sprintf("%s returns the request fingerprint of %s: SHA-256 (idem.Fingerprinter) over", e.names.Fingerprint(m), m.Key),
 		"the method name and each argument, field by field. The idempotency key and scope are not part of it.",
 		fmt.Sprintf("What it hashes, and what it leaves out, is listed in %s's doc comment.", m.Name),
-	).Line().Func().Id(m.FingerprintFunc).Params(params...).Index().Byte().Block(body...).Line()
+	).Line().Func().Id(e.names.Fingerprint(m)).Params(params...).Index().Byte().Block(body...).Line()
 }
 
 // fingerprintHelper:
 //
 //	func fpChargeRequest(f *idem.Fingerprinter, v ChargeRequest) { f.Field("Amount"); f.Int(int64(v.Amount)); ... }
-func (e *emitter) fingerprintHelper(n *Named) jen.Code {
-	params := jen.Params(jen.Id("f").Op("*").Qual(idemPath, "Fingerprinter"), jen.Id("v").Add(e.typ(n.Type)))
+func (e *Emitter) fingerprintHelper(n *ir.Named) jen.Code {
+	params := jen.Params(jen.Id("f").Op("*").Qual(ir.IdemPath, "Fingerprinter"), jen.Id("v").Add(e.Type(n.Type)))
 	if n.Text {
 		// func fpNetipAddr(f *idem.Fingerprinter, v netip.Addr) { f.Text(v) }
 		arg := jen.Id("v")
 		if n.TextPtr {
 			arg = jen.Op("&").Id("v")
 		}
-		return comment(fmt.Sprintf("%s writes %s %s into a fingerprint by its text form (MarshalText): its fields are unexported in package %s.", n.Helper, article(n.Type.Name), n.Type.Display(), path.Base(n.Type.PkgPath))).Line().
-			Func().Id(n.Helper).Add(params).Block(jen.Id("f").Dot("Text").Call(arg)).Line()
+		return Comment(fmt.Sprintf("%s writes %s %s into a fingerprint by its text form (MarshalText): its fields are unexported in package %s.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display(), path.Base(n.Type.PkgPath))).Line().
+			Func().Id(e.names.Helper(n.Type.NamedKey())).Add(params).Block(jen.Id("f").Dot("Text").Call(arg)).Line()
 	}
 	var hashed, left []string
-	if n.Underlying.Kind == KindStruct {
+	if n.Underlying.Kind == ir.KindStruct {
 		for _, fl := range n.Underlying.Fields {
 			if fl.Omitted {
 				if fl.Name != "_" {
@@ -452,18 +506,18 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 			}
 		}
 	}
-	doc := fmt.Sprintf("%s writes %s %s into a fingerprint.", n.Helper, article(n.Type.Name), n.Type.Display())
-	if n.Underlying.Kind == KindStruct {
-		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, field by field: %s.", n.Helper, article(n.Type.Name), n.Type.Display(), orNone(hashed))
+	doc := fmt.Sprintf("%s writes %s %s into a fingerprint.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display())
+	if n.Underlying.Kind == ir.KindStruct {
+		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, field by field: %s.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display(), orNone(hashed))
 		if len(left) > 0 {
 			doc += fmt.Sprintf(" Left out (idem:\"-\"): %s.", strings.Join(left, ", "))
 		}
 	}
 	v := jen.Id("v")
-	if n.Underlying.Kind == KindNamed {
+	if n.Underlying.Kind == ir.KindNamed {
 		// type Date time.Time: hashed as the type it converts to.
-		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, as the %s.%s it converts to.", n.Helper, article(n.Type.Name), n.Type.Display(), path.Base(n.Underlying.PkgPath), n.Underlying.Name)
-		v = e.typ(n.Underlying).Call(v)
+		doc = fmt.Sprintf("%s writes %s %s into a fingerprint, as the %s.%s it converts to.", e.names.Helper(n.Type.NamedKey()), article(n.Type.Name), n.Type.Display(), path.Base(n.Underlying.PkgPath), n.Underlying.Name)
+		v = e.Type(n.Underlying).Call(v)
 	}
 	if n.Recursive {
 		doc += fmt.Sprintf(" %s is recursive, so a value may be cyclic: f.Enter writes a back reference where the value reaches a pointer, slice or map it is already inside.", n.Type.Name)
@@ -471,7 +525,7 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 	e.cyclic = n.Recursive
 	body := e.fpValue(n.Underlying, v, 0)
 	e.cyclic = false
-	return comment(doc).Line().Func().Id(n.Helper).Add(params).Block(body...).Line()
+	return Comment(doc).Line().Func().Id(e.names.Helper(n.Type.NamedKey())).Add(params).Block(body...).Line()
 }
 
 // cycleGuard wraps the statements that write the contents of reference v (a
@@ -479,8 +533,8 @@ func (e *emitter) fingerprintHelper(n *Named) jen.Code {
 // type) in a cycle check:
 //
 //	if f.Enter(v.Next) { fpNode(f, *v.Next); f.Leave() }
-func (e *emitter) cycleGuard(t *Type, v *jen.Statement, body []jen.Code) []jen.Code {
-	if !e.cyclic || !e.reachesRecursive(t, map[*Named]bool{}) {
+func (e *Emitter) cycleGuard(t *ir.Type, v *jen.Statement, body []jen.Code) []jen.Code {
+	if !e.cyclic || !e.reachesRecursive(t, map[*ir.Named]bool{}) {
 		return body
 	}
 	return []jen.Code{jen.If(jen.Id("f").Dot("Enter").Call(v.Clone())).Block(append(body, jen.Id("f").Dot("Leave").Call())...)}
@@ -488,19 +542,19 @@ func (e *emitter) cycleGuard(t *Type, v *jen.Statement, body []jen.Code) []jen.C
 
 // reachesRecursive reports whether a value of type t can hold a value of a
 // recursive named type.
-func (e *emitter) reachesRecursive(t *Type, seen map[*Named]bool) bool {
+func (e *Emitter) reachesRecursive(t *ir.Type, seen map[*ir.Named]bool) bool {
 	if t == nil {
 		return false
 	}
 	switch t.Kind {
-	case KindNamed:
+	case ir.KindNamed:
 		n := e.named[t.NamedKey()]
 		if n == nil || seen[n] {
 			return false
 		}
 		seen[n] = true
 		return n.Recursive || e.reachesRecursive(n.Underlying, seen)
-	case KindStruct:
+	case ir.KindStruct:
 		for _, fl := range t.Fields {
 			if !fl.Omitted && e.reachesRecursive(fl.Type, seen) {
 				return true
@@ -531,61 +585,61 @@ func orNone(s []string) string {
 //
 //	type runGoGenerateChargeRequestFields struct{ Amount int64; Currency string }
 //	var _ = runGoGenerateChargeRequestFields(ChargeRequest{})
-func (e *emitter) structGuard(n *Named) jen.Code {
-	if n.Text || n.Underlying.Kind != KindStruct {
+func (e *Emitter) structGuard(n *ir.Named) jen.Code {
+	if n.Text || n.Underlying.Kind != ir.KindStruct {
 		return nil
 	}
 	for _, fl := range n.Underlying.Fields {
-		if fl.Type.Kind == KindOther && strings.Contains(fl.Type.Expr, ".") {
+		if fl.Type.Kind == ir.KindOther && strings.Contains(fl.Type.Expr, ".") {
 			return nil
 		}
 	}
-	return comment(fmt.Sprintf("%s holds the fields of %s that %s was generated for. The build", n.GuardType, n.Type.Display(), n.Helper),
-		"fails below, naming this type, if they change: run go generate so that "+n.Helper+" hashes them.").Line().
-		Type().Id(n.GuardType).Add(e.typ(n.Underlying)).Line().Line().
-		Var().Id("_").Op("=").Id(n.GuardType).Parens(e.typ(n.Type).Values()).Line()
+	return Comment(fmt.Sprintf("%s holds the fields of %s that %s was generated for. The build", e.names.FieldsGuard(n.Type.NamedKey()), n.Type.Display(), e.names.Helper(n.Type.NamedKey())),
+		"fails below, naming this type, if they change: run go generate so that "+e.names.Helper(n.Type.NamedKey())+" hashes them.").Line().
+		Type().Id(e.names.FieldsGuard(n.Type.NamedKey())).Add(e.Type(n.Underlying)).Line().Line().
+		Var().Id("_").Op("=").Id(e.names.FieldsGuard(n.Type.NamedKey())).Parens(e.Type(n.Type).Values()).Line()
 }
 
 // fpValue writes the statements that hash value v of type t.
-func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
+func (e *Emitter) fpValue(t *ir.Type, v *jen.Statement, depth int) []jen.Code {
 	f := func(method string, args ...jen.Code) jen.Code { return jen.Id("f").Dot(method).Call(args...) }
 	switch t.Kind {
-	case KindBasic:
+	case ir.KindBasic:
 		return e.fpBasic(t.Basic, v, false)
-	case KindNamed:
+	case ir.KindNamed:
 		if t.PkgPath == "time" && t.Name == "Time" {
 			return []jen.Code{f("Time", v)}
 		}
 		if n := e.named[t.NamedKey()]; n != nil {
-			return []jen.Code{jen.Id(n.Helper).Call(jen.Id("f"), v)}
+			return []jen.Code{jen.Id(e.names.Helper(n.Type.NamedKey())).Call(jen.Id("f"), v)}
 		}
 		return e.fpBasic(t.Basic, v, true)
-	case KindPointer:
+	case ir.KindPointer:
 		return []jen.Code{jen.If(v.Clone().Op("==").Nil()).Block(f("Nil")).Else().Block(
 			append([]jen.Code{f("Ptr")}, e.cycleGuard(t.Elem, v, e.fpValue(t.Elem, deref(t.Elem, v), depth))...)...)}
-	case KindSlice, KindArray:
-		if t.Kind == KindSlice && t.Elem.Kind == KindBasic && (t.Elem.Basic == "byte" || t.Elem.Basic == "uint8") {
+	case ir.KindSlice, ir.KindArray:
+		if t.Kind == ir.KindSlice && t.Elem.Kind == ir.KindBasic && (t.Elem.Basic == "byte" || t.Elem.Basic == "uint8") {
 			return []jen.Code{f("Bytes", v)}
 		}
-		el := jen.Id(fmt.Sprintf("e%d", depth))
+		el := jen.Id(names.LoopElem(depth))
 		var cond *jen.Statement
-		if t.Kind == KindSlice {
+		if t.Kind == ir.KindSlice {
 			cond = e.nilCond(v) // before the elements, which may hold slices
 		}
 		loop := []jen.Code{jen.For(jen.List(jen.Id("_"), el.Clone()).Op(":=").Range().Add(v.Clone())).Block(e.fpValue(t.Elem, el, depth+1)...)}
-		if t.Kind == KindArray {
+		if t.Kind == ir.KindArray {
 			return append([]jen.Code{f("Len", jen.Len(v.Clone()))}, loop...)
 		}
 		return []jen.Code{jen.If(cond).Block(f("Nil")).Else().Block(append([]jen.Code{f("Len", jen.Len(v.Clone()))}, e.cycleGuard(t.Elem, v, loop)...)...)}
-	case KindMap:
-		k := jen.Id(fmt.Sprintf("k%d", depth))
+	case ir.KindMap:
+		k := jen.Id(names.LoopKey(depth))
 		cond := e.nilCond(v)
 		body := append(e.fpValue(t.Key, k.Clone(), depth+1), e.fpValue(t.Elem, v.Clone().Index(k.Clone()), depth+1)...)
 		loop := []jen.Code{jen.For(jen.List(jen.Id("_"), k.Clone()).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(v.Clone()))).Block(body...)}
 		return []jen.Code{jen.If(cond).Block(f("Nil")).Else().Block(
 			append([]jen.Code{f("Len", jen.Len(v.Clone()))}, e.cycleGuard(t.Elem, v, loop)...)...,
 		)}
-	case KindStruct:
+	case ir.KindStruct:
 		var out []jen.Code
 		for _, fl := range t.Fields {
 			if fl.Omitted {
@@ -593,8 +647,8 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 			}
 			out = append(out, f("Field", jen.Lit(fl.Name)))
 			// idem:",emptyisnil": an empty value is written as nil.
-			bytes := fl.Type.Kind == KindSlice && fl.Type.Elem.Kind == KindBasic && (fl.Type.Elem.Basic == "byte" || fl.Type.Elem.Basic == "uint8")
-			collection := fl.Type.Kind == KindMap || fl.Type.Kind == KindSlice && !bytes
+			bytes := fl.Type.Kind == ir.KindSlice && fl.Type.Elem.Kind == ir.KindBasic && (fl.Type.Elem.Basic == "byte" || fl.Type.Elem.Basic == "uint8")
+			collection := fl.Type.Kind == ir.KindMap || fl.Type.Kind == ir.KindSlice && !bytes
 			e.emptyIsNil = fl.EmptyIsNil && collection
 			val := e.fpValue(fl.Type, v.Clone().Dot(fl.Name), depth)
 			if fl.EmptyIsNil && !collection {
@@ -610,7 +664,7 @@ func (e *emitter) fpValue(t *Type, v *jen.Statement, depth int) []jen.Code {
 // nilCond is the test under which a slice or map v is written as nil:
 // v == nil, or len(v) == 0 for a field tagged idem:",emptyisnil" (set in
 // e.emptyIsNil by the struct field being written, and used up here).
-func (e *emitter) nilCond(v *jen.Statement) *jen.Statement {
+func (e *Emitter) nilCond(v *jen.Statement) *jen.Statement {
 	if e.emptyIsNil {
 		e.emptyIsNil = false
 		return jen.Len(v.Clone()).Op("==").Lit(0)
@@ -618,7 +672,7 @@ func (e *emitter) nilCond(v *jen.Statement) *jen.Statement {
 	return v.Clone().Op("==").Nil()
 }
 
-func (e *emitter) fpBasic(basic string, v *jen.Statement, named bool) []jen.Code {
+func (e *Emitter) fpBasic(basic string, v *jen.Statement, named bool) []jen.Code {
 	call := func(method, conv string) []jen.Code {
 		arg := v.Clone()
 		if named || basic != conv {
@@ -648,9 +702,23 @@ func (e *emitter) fpBasic(basic string, v *jen.Statement, named bool) []jen.Code
 
 // deref dereferences a pointer expression, with parentheses only where a
 // selector or index follows.
-func deref(elem *Type, v *jen.Statement) *jen.Statement {
-	if elem.Kind == KindMap || elem.Kind == KindStruct {
+func deref(elem *ir.Type, v *jen.Statement) *jen.Statement {
+	if elem.Kind == ir.KindMap || elem.Kind == ir.KindStruct {
 		return jen.Parens(jen.Op("*").Add(v.Clone()))
 	}
 	return jen.Op("*").Add(v.Clone())
+}
+
+// Names is the naming table of the model.
+func (e *Emitter) Names() *names.Table { return e.names }
+
+// formatDuration prints a duration the way a person writes it: 48h, 90m, 30s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	for _, suf := range []string{"h0m0s", "m0s"} {
+		if strings.HasSuffix(s, suf) {
+			s = strings.TrimSuffix(s, suf) + suf[:1]
+		}
+	}
+	return s
 }

@@ -1,4 +1,6 @@
-package gen
+// Package diag holds the generator's problems with positions in the user's
+// source, printed compiler-style.
+package diag
 
 import (
 	"fmt"
@@ -70,9 +72,10 @@ func (l ErrorList) Relative(dir string) ErrorList {
 	return out
 }
 
-// errs collects errors while a package is checked.
-type errs struct{ list ErrorList }
+// Errs collects errors while a package is checked.
+type Errs struct{ List ErrorList }
 
-func (e *errs) add(pos token.Position, format string, args ...any) {
-	e.list = append(e.list, &Error{Pos: pos, Msg: fmt.Sprintf(format, args...)})
+// Add records a problem at pos.
+func (e *Errs) Add(pos token.Position, format string, args ...any) {
+	e.List = append(e.List, &Error{Pos: pos, Msg: fmt.Sprintf(format, args...)})
 }

@@ -1,4 +1,4 @@
-package gen
+package directive
 
 import (
 	"testing"
@@ -35,8 +35,8 @@ func TestIdemgenArgs(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestParseDirectiveArgs(t *testing.T) {
-	d, problems := ParseDirectiveArgs([]string{"-retention=48h", "-final-errors=ErrA, ErrB", "-lock-timeout", "30s", "-tests=false", "-storm=8", "-table=billing.keys"})
+func TestParse(t *testing.T) {
+	d, problems := Parse([]string{"-retention=48h", "-final-errors=ErrA, ErrB", "-lock-timeout", "30s", "-tests=false", "-storm=8", "-table=billing.keys"})
 	require.Empty(t, problems)
 	assert.Equal(t, 48*time.Hour, d.Retention)
 	assert.Equal(t, 30*time.Second, d.LockTimeout)
@@ -46,7 +46,7 @@ func TestParseDirectiveArgs(t *testing.T) {
 	assert.True(t, d.IsSet("table"))
 	assert.False(t, d.IsSet("mode"))
 
-	_, problems = ParseDirectiveArgs([]string{"-retention=0s", "-mode=x", "-storm=1", "-tests=maybe", "-migration-format=flyway", "-final-errors=A,,B", "-nope", "-v", "-v", "pos", "-table"})
+	_, problems = Parse([]string{"-retention=0s", "-mode=x", "-storm=1", "-tests=maybe", "-migration-format=flyway", "-final-errors=A,,B", "-nope", "-v", "-v", "pos", "-table"})
 	assert.Equal(t, []string{
 		"-retention=0s: want a positive duration such as 48h or 90s",
 		"-mode=x: want auto, atomic or external",
@@ -60,28 +60,10 @@ func TestParseDirectiveArgs(t *testing.T) {
 		"flag -table needs a value",
 	}, problems)
 
-	_, problems = ParseDirectiveArgs([]string{"-retention=30s"})
+	_, problems = Parse([]string{"-retention=30s"})
 	assert.Equal(t, []string{"-retention=30s: want at least 1m: a shorter window turns a client's retry into a new request"}, problems)
-	_, problems = ParseDirectiveArgs([]string{"-retention=1m", "-lock-timeout=10m"})
+	_, problems = Parse([]string{"-retention=1m", "-lock-timeout=10m"})
 	assert.Equal(t, []string{"-lock-timeout=10m is longer than -retention=1m: a call still holding its key would be treated as new when the window ends; make -retention at least the lock timeout"}, problems)
-	_, problems = ParseDirectiveArgs([]string{"-retention=10m", "-lock-timeout=10m"})
+	_, problems = Parse([]string{"-retention=10m", "-lock-timeout=10m"})
 	assert.Empty(t, problems)
-}
-
-func TestUnifiedDiff(t *testing.T) {
-	assert.Empty(t, UnifiedDiff("a", "b", []byte("x\n"), []byte("x\n")))
-	a := []byte("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n")
-	b := []byte("1\n2\n3\n4\nfive\n6\n7\n8\n9\n10\n11\n")
-	// Changes closer than twice the context share a hunk, as in diff -u.
-	assert.Equal(t, "--- a\n+++ b\n@@ -2,9 +2,10 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n 9\n 10\n+11\n", UnifiedDiff("a", "b", a, b))
-	c := []byte("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n")
-	d := []byte("one\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n")
-	assert.Equal(t, "--- a\n+++ b\n@@ -1,4 +1,4 @@\n-1\n+one\n 2\n 3\n 4\n@@ -11,4 +11,3 @@\n 11\n 12\n 13\n-14\n", UnifiedDiff("a", "b", c, d))
-}
-
-func TestFormatDuration(t *testing.T) {
-	assert.Equal(t, "48h", formatDuration(48*time.Hour))
-	assert.Equal(t, "1h30m", formatDuration(90*time.Minute))
-	assert.Equal(t, "5m", formatDuration(5*time.Minute))
-	assert.Equal(t, "30s", formatDuration(30*time.Second))
 }

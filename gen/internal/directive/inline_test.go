@@ -1,4 +1,4 @@
-package gen
+package directive
 
 import (
 	"testing"
@@ -8,12 +8,12 @@ import (
 )
 
 func TestParseInlineDirective(t *testing.T) {
-	d, problems := ParseDirectiveArgs([]string{"-inline=shop.orders", "-lookup", "OrderByKey"})
+	d, problems := Parse([]string{"-inline=shop.orders", "-lookup", "OrderByKey"})
 	require.Empty(t, problems)
 	assert.Equal(t, "shop.orders", d.Inline)
 	assert.Equal(t, "OrderByKey", d.Lookup)
 
-	_, problems = ParseDirectiveArgs([]string{"-inline=", "-lookup="})
+	_, problems = Parse([]string{"-inline=", "-lookup="})
 	assert.Equal(t, []string{
 		"-inline needs the business table that holds the key, e.g. -inline=orders",
 		"-lookup needs the method that reads a row by its key, e.g. -lookup=OrderByKey",

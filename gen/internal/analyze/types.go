@@ -1,4 +1,4 @@
-package gen
+package analyze
 
 import (
 	"fmt"
@@ -6,25 +6,27 @@ import (
 	"go/types"
 	"reflect"
 	"strings"
+
+	"github.com/idemgen/idemgen/gen/ir"
 )
 
 // render converts a type to the model's representation, as generated code
 // must spell it. It never fails: anything the emitter does not take apart is
 // kept as source text.
-func (b *builder) render(t types.Type) *Type {
+func (b *builder) render(t types.Type) *ir.Type {
 	switch t := types.Unalias(t).(type) {
 	case *types.Basic:
 		if t.Kind() == types.UnsafePointer {
-			return &Type{Kind: KindNamed, PkgPath: "unsafe", Name: "Pointer"}
+			return &ir.Type{Kind: ir.KindNamed, PkgPath: "unsafe", Name: "Pointer"}
 		}
-		return &Type{Kind: KindBasic, Basic: t.Name()}
+		return &ir.Type{Kind: ir.KindBasic, Basic: t.Name()}
 	case *types.Named:
-		out := &Type{Kind: KindNamed, Name: t.Obj().Name()}
+		out := &ir.Type{Kind: ir.KindNamed, Name: t.Obj().Name()}
 		if t.Obj().Pkg() != nil {
 			out.PkgPath = t.Obj().Pkg().Path()
 		}
 		if out.PkgPath == "" { // error
-			return &Type{Kind: KindOther, Expr: t.Obj().Name()}
+			return &ir.Type{Kind: ir.KindOther, Expr: t.Obj().Name()}
 		}
 		if bt, ok := t.Underlying().(*types.Basic); ok {
 			out.Basic = bt.Name()
@@ -34,32 +36,32 @@ func (b *builder) render(t types.Type) *Type {
 		}
 		return out
 	case *types.Pointer:
-		return &Type{Kind: KindPointer, Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindPointer, Elem: b.render(t.Elem())}
 	case *types.Slice:
-		return &Type{Kind: KindSlice, Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindSlice, Elem: b.render(t.Elem())}
 	case *types.Array:
-		return &Type{Kind: KindArray, Len: t.Len(), Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindArray, Len: t.Len(), Elem: b.render(t.Elem())}
 	case *types.Map:
-		return &Type{Kind: KindMap, Key: b.render(t.Key()), Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindMap, Key: b.render(t.Key()), Elem: b.render(t.Elem())}
 	case *types.Struct:
-		out := &Type{Kind: KindStruct}
+		out := &ir.Type{Kind: ir.KindStruct}
 		for i := 0; i < t.NumFields(); i++ {
 			f := t.Field(i)
 			tag := t.Tag(i)
-			fl := Field{Name: f.Name(), Type: b.render(f.Type()), Embedded: f.Embedded(),
+			fl := ir.Field{Name: f.Name(), Type: b.render(f.Type()), Embedded: f.Embedded(),
 				Tag: tag, Omitted: omitted(tag) || f.Name() == "_", EmptyIsNil: parseIdemTag(tag).emptyIsNil}
 			et := f.Type()
 			if p, ok := et.(*types.Pointer); ok {
 				et = p.Elem()
 			}
 			if a, ok := et.(*types.Alias); ok && f.Embedded() && a.Obj().Pkg() != nil {
-				fl.Alias = &Type{Kind: KindNamed, Name: a.Obj().Name(), PkgPath: a.Obj().Pkg().Path()}
+				fl.Alias = &ir.Type{Kind: ir.KindNamed, Name: a.Obj().Name(), PkgPath: a.Obj().Pkg().Path()}
 			}
 			out.Fields = append(out.Fields, fl)
 		}
 		return out
 	case *types.Signature:
-		out := &Type{Kind: KindFunc, Variadic: t.Variadic()}
+		out := &ir.Type{Kind: ir.KindFunc, Variadic: t.Variadic()}
 		for i := 0; i < t.Params().Len(); i++ {
 			out.Params = append(out.Params, b.render(t.Params().At(i).Type()))
 		}
@@ -69,19 +71,19 @@ func (b *builder) render(t types.Type) *Type {
 		return out
 	case *types.Chan:
 		dir := map[types.ChanDir]string{types.SendRecv: "chan", types.SendOnly: "chan<-", types.RecvOnly: "<-chan"}[t.Dir()]
-		return &Type{Kind: KindChan, ChanDir: dir, Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindChan, ChanDir: dir, Elem: b.render(t.Elem())}
 	case *types.Interface:
-		out := &Type{Kind: KindInterface}
+		out := &ir.Type{Kind: ir.KindInterface}
 		for i := 0; i < t.NumEmbeddeds(); i++ {
-			out.Fields = append(out.Fields, Field{Type: b.render(t.EmbeddedType(i)), Embedded: true})
+			out.Fields = append(out.Fields, ir.Field{Type: b.render(t.EmbeddedType(i)), Embedded: true})
 		}
 		for i := 0; i < t.NumExplicitMethods(); i++ {
 			m := t.ExplicitMethod(i)
-			out.Fields = append(out.Fields, Field{Name: m.Name(), Type: b.render(m.Type())})
+			out.Fields = append(out.Fields, ir.Field{Name: m.Name(), Type: b.render(m.Type())})
 		}
 		return out
 	}
-	return &Type{Kind: KindOther, Expr: types.TypeString(t, func(p *types.Package) string {
+	return &ir.Type{Kind: ir.KindOther, Expr: types.TypeString(t, func(p *types.Package) string {
 		if p == b.pkg {
 			return ""
 		}
@@ -139,7 +141,7 @@ func qualified(t types.Type) string { return types.TypeString(t, nil) }
 type fpWalk struct {
 	b     *builder
 	pos   token.Position
-	m     *Method
+	m     *ir.Method
 	param int
 	open  []string // the named types being walked, outermost first
 
@@ -154,108 +156,12 @@ type fpWalk struct {
 // check walks t reached at path. stack holds the named types being walked,
 // so recursive types stop at their second occurrence.
 func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[string]bool) bool {
-	rel := func(t types.Type) string { return types.TypeString(t, w.b.qualifier) }
-	fail := func(why string) bool {
-		way := "tag the field idem:\"-\" to leave it out of the fingerprint, or use a plain value"
-		if !strings.Contains(path, ".") {
-			// The parameter itself (or its elements): there is no field to tag.
-			way = "give the parameter a type idemgen can hash: a plain value, or a struct whose unhashable fields are tagged idem:\"-\""
-		}
-		w.b.e.add(w.pos, "cannot fingerprint %s (%s): %s; %s", path, rel(t), why, way)
-		return false
-	}
+	fail := func(why string) bool { return w.fail(t, path, why) }
 	switch u := types.Unalias(t).(type) {
 	case *types.Named:
-		obj := u.Obj()
-		if obj.Pkg() == nil {
-			return fail("an interface's dynamic value is not known at generate time")
-		}
-		if obj.Pkg().Path() == "time" && obj.Name() == "Time" {
-			w.hasTime = true
-			w.leaf(path, fieldPath, "")
-			return true
-		}
-		if obj.Parent() != obj.Pkg().Scope() {
-			return fail("a type declared inside a function cannot be named by generated code")
-		}
-		if obj.Pkg() != w.b.pkg && !obj.Exported() {
-			return fail("it is unexported in another package")
-		}
-		key := qualified(u)
-		if _, basic := u.Underlying().(*types.Basic); basic {
-			return w.check(u.Underlying(), path, fieldPath, stack)
-		}
-		if tt := timeType(u); tt != nil {
-			// type Date time.Time: hashed as the time.Time it converts to.
-			w.hasTime = true
-			w.leaf(path, fieldPath, "")
-			if w.b.named[key] == nil {
-				w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(tt), Helper: w.b.helperName(obj)}
-			}
-			return true
-		}
-		if st, ok := u.Underlying().(*types.Struct); ok && obj.Pkg() != w.b.pkg {
-			if hidden, _ := w.hiddenFields(st); len(hidden) > 0 {
-				if ptr, ok := textMarshaler(u); ok {
-					// Another package's type whose fields generated code
-					// cannot read, hashed by its text form.
-					w.leaf(path, nil, "")
-					w.text = appendUnique(w.text, rel(u))
-					if w.b.named[key] == nil {
-						w.b.named[key] = &Named{Type: w.b.render(u), Helper: w.b.helperName(obj), Text: true, TextPtr: ptr}
-					}
-					return true
-				}
-			}
-		}
-		if stack[key] {
-			// Every named type on the way back to key is part of the
-			// cycle; their helpers check values for cycles (Named.Recursive).
-			for i := len(w.open) - 1; i >= 0; i-- {
-				w.b.named[w.open[i]].Recursive = true
-				if w.open[i] == key {
-					break
-				}
-			}
-			w.m.Fingerprinted = append(w.m.Fingerprinted, path+" (recursive)")
-			return true
-		}
-		if st, ok := u.Underlying().(*types.Struct); ok {
-			if hidden, pkg := w.hiddenFields(st); len(hidden) > 0 {
-				return fail(fmt.Sprintf("its fields %s are unexported in package %s, so generated code cannot read them", strings.Join(hidden, ", "), pkg))
-			}
-		}
-		if w.b.named[key] == nil {
-			w.b.named[key] = &Named{Type: w.b.render(u), Underlying: w.b.render(u.Underlying()), Helper: w.b.helperName(obj)}
-		}
-		stack[key] = true
-		w.open = append(w.open, key)
-		defer func() {
-			delete(stack, key)
-			w.open = w.open[:len(w.open)-1]
-		}()
-		if st, ok := u.Underlying().(*types.Struct); ok {
-			return w.fields(st, path, fieldPath, stack)
-		}
-		return w.check(u.Underlying(), path, nil, stack)
+		return w.named(t, u, path, fieldPath, stack)
 	case *types.Basic:
-		switch {
-		case u.Info()&types.IsBoolean != 0:
-			w.leaf(path, fieldPath, "bool")
-		case u.Info()&types.IsInteger != 0 && u.Info()&types.IsUnsigned != 0:
-			w.leaf(path, fieldPath, "uint")
-		case u.Info()&types.IsInteger != 0:
-			w.leaf(path, fieldPath, "int")
-		case u.Info()&types.IsFloat != 0:
-			w.leaf(path, fieldPath, "float")
-		case u.Info()&types.IsComplex != 0:
-			w.leaf(path, fieldPath, "complex")
-		case u.Info()&types.IsString != 0:
-			w.leaf(path, fieldPath, "string")
-		default:
-			return fail("unsafe.Pointer is an address, not a value")
-		}
-		return true
+		return w.basic(t, u, path, fieldPath)
 	case *types.Pointer:
 		// A parameter that points to a struct: a generated test may change
 		// a field through it (req.Amount++ works on a non-nil pointer).
@@ -303,6 +209,120 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 	return fail("this kind of type is not supported")
 }
 
+// fail refuses t, reached at path, for why.
+func (w *fpWalk) fail(t types.Type, path, why string) bool {
+	way := "tag the field idem:\"-\" to leave it out of the fingerprint, or use a plain value"
+	if !strings.Contains(path, ".") {
+		// The parameter itself (or its elements): there is no field to tag.
+		way = "give the parameter a type idemgen can hash: a plain value, or a struct whose unhashable fields are tagged idem:\"-\""
+	}
+	w.b.e.Add(w.pos, "cannot fingerprint %s (%s): %s; %s", path, types.TypeString(t, w.b.qualifier), why, way)
+	return false
+}
+
+// named walks a named type: time.Time and types over it are hashed as
+// instants, other packages' opaque types by their text form, recursive
+// types stop at their second occurrence, and every other named type gets a
+// fingerprint helper (ir.Named) whose underlying type is walked.
+// t is the type as reached (an alias names it in messages).
+func (w *fpWalk) named(t types.Type, u *types.Named, path string, fieldPath []string, stack map[string]bool) bool {
+	rel := func(t types.Type) string { return types.TypeString(t, w.b.qualifier) }
+	fail := func(why string) bool { return w.fail(t, path, why) }
+	obj := u.Obj()
+	if obj.Pkg() == nil {
+		return fail("an interface's dynamic value is not known at generate time")
+	}
+	if obj.Pkg().Path() == "time" && obj.Name() == "Time" {
+		w.hasTime = true
+		w.leaf(path, fieldPath, "")
+		return true
+	}
+	if obj.Parent() != obj.Pkg().Scope() {
+		return fail("a type declared inside a function cannot be named by generated code")
+	}
+	if obj.Pkg() != w.b.pkg && !obj.Exported() {
+		return fail("it is unexported in another package")
+	}
+	key := qualified(u)
+	if _, basic := u.Underlying().(*types.Basic); basic {
+		return w.check(u.Underlying(), path, fieldPath, stack)
+	}
+	if tt := timeType(u); tt != nil {
+		// type Date time.Time: hashed as the time.Time it converts to.
+		w.hasTime = true
+		w.leaf(path, fieldPath, "")
+		if w.b.named[key] == nil {
+			w.b.named[key] = &ir.Named{Type: w.b.render(u), Underlying: w.b.render(tt), PkgName: obj.Pkg().Name()}
+		}
+		return true
+	}
+	if st, ok := u.Underlying().(*types.Struct); ok && obj.Pkg() != w.b.pkg {
+		if hidden, _ := w.hiddenFields(st); len(hidden) > 0 {
+			if ptr, ok := textMarshaler(u); ok {
+				// Another package's type whose fields generated code
+				// cannot read, hashed by its text form.
+				w.leaf(path, nil, "")
+				w.text = appendUnique(w.text, rel(u))
+				if w.b.named[key] == nil {
+					w.b.named[key] = &ir.Named{Type: w.b.render(u), PkgName: obj.Pkg().Name(), Text: true, TextPtr: ptr}
+				}
+				return true
+			}
+		}
+	}
+	if stack[key] {
+		// Every named type on the way back to key is part of the
+		// cycle; their helpers check values for cycles (Named.Recursive).
+		for i := len(w.open) - 1; i >= 0; i-- {
+			w.b.named[w.open[i]].Recursive = true
+			if w.open[i] == key {
+				break
+			}
+		}
+		w.m.Fingerprinted = append(w.m.Fingerprinted, path+" (recursive)")
+		return true
+	}
+	if st, ok := u.Underlying().(*types.Struct); ok {
+		if hidden, pkg := w.hiddenFields(st); len(hidden) > 0 {
+			return fail(fmt.Sprintf("its fields %s are unexported in package %s, so generated code cannot read them", strings.Join(hidden, ", "), pkg))
+		}
+	}
+	if w.b.named[key] == nil {
+		w.b.named[key] = &ir.Named{Type: w.b.render(u), Underlying: w.b.render(u.Underlying()), PkgName: obj.Pkg().Name()}
+	}
+	stack[key] = true
+	w.open = append(w.open, key)
+	defer func() {
+		delete(stack, key)
+		w.open = w.open[:len(w.open)-1]
+	}()
+	if st, ok := u.Underlying().(*types.Struct); ok {
+		return w.fields(st, path, fieldPath, stack)
+	}
+	return w.check(u.Underlying(), path, nil, stack)
+}
+
+// basic records a hashed basic value and the kind of scalar it is.
+func (w *fpWalk) basic(t types.Type, u *types.Basic, path string, fieldPath []string) bool {
+	switch {
+	case u.Info()&types.IsBoolean != 0:
+		w.leaf(path, fieldPath, "bool")
+	case u.Info()&types.IsInteger != 0 && u.Info()&types.IsUnsigned != 0:
+		w.leaf(path, fieldPath, "uint")
+	case u.Info()&types.IsInteger != 0:
+		w.leaf(path, fieldPath, "int")
+	case u.Info()&types.IsFloat != 0:
+		w.leaf(path, fieldPath, "float")
+	case u.Info()&types.IsComplex != 0:
+		w.leaf(path, fieldPath, "complex")
+	case u.Info()&types.IsString != 0:
+		w.leaf(path, fieldPath, "string")
+	default:
+		return w.fail(t, path, "unsafe.Pointer is an address, not a value")
+	}
+	return true
+}
+
 // hiddenFields returns the fields of st that generated code in the user's
 // package cannot read (unexported in another package, left-out ones
 // aside), and that package's path.
@@ -332,7 +352,7 @@ func (w *fpWalk) fields(st *types.Struct, path string, fieldPath []string, stack
 		}
 		tag := parseIdemTag(st.Tag(i))
 		if tag.problem != "" {
-			w.b.e.add(w.fieldPos(f), "field %s: %s", fp, tag.problem)
+			w.b.e.Add(w.fieldPos(f), "field %s: %s", fp, tag.problem)
 			ok = false
 			continue
 		}
@@ -346,7 +366,7 @@ func (w *fpWalk) fields(st *types.Struct, path string, fieldPath []string, stack
 				w.alike = true
 				w.emptyAlike = append(w.emptyAlike, fp)
 			default:
-				w.b.e.add(w.fieldPos(f), "field %s: idem:\",emptyisnil\" applies to slices and maps, not %s", fp, types.TypeString(f.Type(), w.b.qualifier))
+				w.b.e.Add(w.fieldPos(f), "field %s: idem:\",emptyisnil\" applies to slices and maps, not %s", fp, types.TypeString(f.Type(), w.b.qualifier))
 				ok = false
 				continue
 			}
@@ -369,7 +389,7 @@ func (w *fpWalk) fields(st *types.Struct, path string, fieldPath []string, stack
 // user's package declares it, else where the walk stands.
 func (w *fpWalk) fieldPos(f *types.Var) token.Position {
 	if f.Pkg() == w.b.pkg && f.Pos().IsValid() {
-		return w.b.l.pkg.Fset.Position(f.Pos())
+		return w.b.l.Pkg.Fset.Position(f.Pos())
 	}
 	return w.pos
 }
@@ -384,26 +404,9 @@ func (w *fpWalk) sawNilable() {
 	w.nilDistinct = true
 }
 
-// notes are the doc comment's sentences on the encoding rules that apply.
-func (w *fpWalk) notes() []string {
-	var out []string
-	if w.hasTime {
-		out = append(out, "A time.Time counts by its instant: its zone (Location) and monotonic clock reading are left out.")
-	}
-	if w.nilDistinct {
-		out = append(out, "A nil slice or map differs from an empty one, so a retry that sends [] or {} where the first request sent nothing is a mismatch; tag a field idem:\",emptyisnil\" to treat them alike.")
-	}
-	if len(w.text) > 0 {
-		if len(w.text) == 1 {
-			out = append(out, "A "+w.text[0]+" counts by its text form (MarshalText), the only part of it generated code can read.")
-		} else {
-			out = append(out, strings.Join(w.text[:len(w.text)-1], ", ")+" and "+w.text[len(w.text)-1]+" values count by their text form (MarshalText), the only part of them generated code can read.")
-		}
-	}
-	if len(w.emptyAlike) > 0 {
-		out = append(out, "Empty counts as nil (idem:\",emptyisnil\"): "+strings.Join(w.emptyAlike, ", ")+".")
-	}
-	return out
+// encoding is what the doc comment must say about this request's encoding.
+func (w *fpWalk) encoding() ir.Encoding {
+	return ir.Encoding{Time: w.hasTime, NilDistinct: w.nilDistinct, Text: w.text, EmptyIsNil: w.emptyAlike}
 }
 
 // textMarshaler reports whether n (or *n, ptr) has MarshalText() ([]byte,
@@ -449,26 +452,11 @@ func timeType(n *types.Named) types.Type {
 	return obj.Type()
 }
 
-// helperName is the (not yet unique) name of the fingerprint helper of a
-// named type: fpOrder, or fpUuidUUID for another package's type.
-func (b *builder) helperName(obj *types.TypeName) string {
-	if obj.Pkg() != b.pkg {
-		return "fp" + strings.ToUpper(obj.Pkg().Name()[:1]) + obj.Pkg().Name()[1:] + obj.Name()
-	}
-	return "fp" + obj.Name()
-}
-
 // leaf records a hashed value; kind != "" marks a scalar reachable through
-// struct fields only, which a generated test may change.
+// struct fields only, which a generated test may change (ir.Scalar).
 func (w *fpWalk) leaf(path string, fieldPath []string, kind string) {
 	w.m.Fingerprinted = append(w.m.Fingerprinted, path)
-	if kind != "" && fieldPath != nil && (w.m.Mutation == nil || varyRank[kind] > varyRank[w.m.Mutation.Kind]) {
-		w.m.Mutation = &Mutation{Param: w.param, Path: fieldPath, Kind: kind}
+	if kind != "" && fieldPath != nil {
+		w.m.Scalars = append(w.m.Scalars, ir.Scalar{Param: w.param, Path: fieldPath, Kind: kind})
 	}
 }
-
-// varyRank orders the scalars a generated test may vary to make another
-// request, most likely to stay valid first: a number rarely has a format;
-// a string may be a uuid or an email (idemtest.Vary keeps its shape, but a
-// table may still check it); a bool may select another code path.
-var varyRank = map[string]int{"int": 4, "uint": 4, "float": 3, "complex": 3, "string": 2, "bool": 1}

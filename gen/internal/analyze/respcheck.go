@@ -1,4 +1,4 @@
-package gen
+package analyze
 
 import (
 	"fmt"
@@ -48,7 +48,7 @@ func (w *respWalk) fail(pos token.Position, path string, t types.Type, why strin
 }
 
 func (w *respWalk) failFix(pos token.Position, path string, t types.Type, why, fix string) bool {
-	w.b.e.add(pos, "%s (%s) would not replay as returned: %s; %s", path, w.rel(t), why, fix)
+	w.b.e.Add(pos, "%s (%s) would not replay as returned: %s; %s", path, w.rel(t), why, fix)
 	return false
 }
 
@@ -182,13 +182,37 @@ type jsonField struct {
 // fields sharing a JSON name only the shallowest (or the one tagged, among
 // equals) is kept. Anything dropped that holds data is refused.
 func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, addressable bool) bool {
-	type level struct {
-		st    *types.Struct
-		path  string
-		pos   token.Position
-		addr  bool
-		depth int
+	all, ok := w.jsonFields(st, pos, path, addressable)
+	return w.dominant(all) && ok
+}
+
+// level is one depth of embedded structs that jsonFields walks.
+type level struct {
+	st    *types.Struct
+	path  string
+	pos   token.Position
+	addr  bool
+	depth int
+}
+
+// refuseEmbedded refuses an embedded field of an unexported type that
+// encoding/json cannot use, and reports whether it did.
+func (w *respWalk) refuseEmbedded(f *types.Var, pos token.Position, path string, innerStruct, isPtr bool) bool {
+	switch {
+	case f.Exported():
+		return false
+	case !innerStruct:
+		return !w.fail(pos, path, f.Type(), "encoding/json ignores an embedded field of an unexported non-struct type")
+	case isPtr:
+		return !w.failFix(pos, path, f.Type(), "encoding/json cannot set an embedded pointer to an unexported struct when it decodes", "embed the struct by value, export its type, or tag the field json:\"-\"")
 	}
+	return false
+}
+
+// jsonFields lists the fields encoding/json sees in st, flattening
+// embedded structs breadth first, and refuses the ones it drops though
+// they hold data.
+func (w *respWalk) jsonFields(st *types.Struct, pos token.Position, path string, addressable bool) ([]jsonField, bool) {
 	ok := true
 	var all []jsonField
 	visited := map[*types.Struct]bool{}
@@ -205,7 +229,7 @@ func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, add
 				f := l.st.Field(i)
 				fpos := l.pos
 				if f.Pkg() == w.b.pkg {
-					fpos = w.b.l.pkg.Fset.Position(f.Pos())
+					fpos = w.b.l.Pkg.Fset.Position(f.Pos())
 				}
 				fpath := l.path + "." + f.Name()
 				tag, _ := reflect.StructTag(l.st.Tag(i)).Lookup("json")
@@ -220,12 +244,8 @@ func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, add
 				}
 				_, innerStruct := inner.Underlying().(*types.Struct)
 				if f.Embedded() {
-					if !f.Exported() && !innerStruct {
-						ok = w.fail(fpos, fpath, f.Type(), "encoding/json ignores an embedded field of an unexported non-struct type") && ok
-						continue
-					}
-					if !f.Exported() && isPtr {
-						ok = w.failFix(fpos, fpath, f.Type(), "encoding/json cannot set an embedded pointer to an unexported struct when it decodes", "embed the struct by value, export its type, or tag the field json:\"-\"") && ok
+					if w.refuseEmbedded(f, fpos, fpath, innerStruct, isPtr) {
+						ok = false
 						continue
 					}
 				} else if !f.Exported() {
@@ -236,7 +256,7 @@ func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, add
 						}
 						continue
 					}
-					w.b.e.add(fpos, "%s (%s) would not replay as returned: the field is unexported, and encoding/json drops it; export it, or tag it json:\"-\" (every caller then gets its zero value)", fpath, w.rel(f.Type()))
+					w.b.e.Add(fpos, "%s (%s) would not replay as returned: the field is unexported, and encoding/json drops it; export it, or tag it json:\"-\" (every caller then gets its zero value)", fpath, w.rel(f.Type()))
 					ok = false
 					continue
 				}
@@ -258,11 +278,17 @@ func (w *respWalk) fields(st *types.Struct, pos token.Position, path string, add
 		cur = next
 	}
 	for _, p := range hiddenOrder {
-		w.b.e.add(hidden[p], "%s would not replay as returned: its type, from another package, has unexported fields that encoding/json drops; %s", p, respFix)
+		w.b.e.Add(hidden[p], "%s would not replay as returned: its type, from another package, has unexported fields that encoding/json drops; %s", p, respFix)
 		ok = false
 	}
+	return all, ok
+}
 
-	// Dominance, as encoding/json decides it.
+// dominant keeps, of the fields sharing a JSON name, the one encoding/json
+// keeps (the shallowest, or the one tagged among equals) and checks it;
+// the others are refused.
+func (w *respWalk) dominant(all []jsonField) bool {
+	ok := true
 	byName := map[string][]jsonField{}
 	var names []string
 	for _, f := range all {
