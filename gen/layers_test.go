@@ -29,10 +29,10 @@ const module = "github.com/idemgen/idemgen/"
 var layers = map[string][]string{
 	"gen/ir":                 {},
 	"gen/stamp":              {},
-	"gen/migrations":         {},
+	"gen/migrations":         {"gen/stamp"}, // a deleted migration is written back only if its recorded sum matches
 	"gen/internal/diag":      {},
 	"gen/internal/names":     {"gen/ir", "gen/stamp"},
-	"gen/internal/directive": {"gen/internal/diag", "gen/migrations"},
+	"gen/internal/directive": {"gen/internal/diag", "gen/migrations", "gen/stamp"},
 	"gen/internal/load":      {"gen/internal/diag", "gen/internal/directive", "gen/internal/names", "gen/ir", "gen/stamp", "gen/migrations"},
 	"gen/internal/analyze": {"gen/internal/diag", "gen/internal/directive", "gen/internal/load", "gen/internal/names", "gen/ir",
 		"gen/stamp", "gen/migrations"},
