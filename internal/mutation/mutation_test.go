@@ -115,6 +115,7 @@ var (
 	inlineSweptLive    = regexp.MustCompile(`sweep: cleared 2 keys \(err <nil>\), want 1: the expired one, not the live one`)
 	inlineForgot       = regexp.MustCompile(`a body that forgets its key: got error <nil>, want idem\.ErrKeyNotWritten`)
 	inlineRowKept      = regexp.MustCompile(`"payments" holds \d+ rows, want \d+: the failed body's row must roll back`)
+	inlineNotJanitored = regexp.MustCompile(`the store's janitor cleared 0 keys \(err <nil>\), want 1`)
 	inlineTxAborted    = regexp.MustCompile(`retry in the same transaction: .*current transaction is aborted`)
 )
 
@@ -397,6 +398,15 @@ func inlineMutations() []mutation {
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/in_the_caller's_transaction":              inlineTxAborted,
 				"TestIdempotentPaymentsDeposit/failing_body_in_the_caller's_transaction": inlineRowKept,
+			},
+		},
+		{
+			name: "x_inline_not_swept_by_the_janitor",
+			bug:  "RegisterInline forgets the method: the store's janitor sweeps the ledger but never the inline keys",
+			edits: []edit{{"janitor.go", "func RegisterInline[R any](s *Store, m *InlineMethod[R]) {\n",
+				"func RegisterInline[R any](s *Store, m *InlineMethod[R]) {\n\tif m != nil {\n\t\treturn\n\t}\n"}},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsDeposit/the_store's_janitor_sweeps_it": inlineNotJanitored,
 			},
 		},
 		{

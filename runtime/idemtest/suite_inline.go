@@ -67,6 +67,7 @@ func (s Inline[S, W, A, R]) Run(t *testing.T) {
 	t.Run("same key, two scopes", func(t *testing.T) { s.twoCalls(t, "shared", "tenant-a", "shared", "tenant-b") })
 	t.Run("expired key", s.expired)
 	t.Run("sweep keeps live keys", s.sweep)
+	t.Run("the store's janitor sweeps it", s.janitor)
 	t.Run("failing body leaves no row", s.failing)
 	t.Run("body that forgets the key", s.forgetful)
 	t.Run("in the caller's transaction", s.inTx)
@@ -217,6 +218,19 @@ func (s Inline[S, W, A, R]) sweep(t *testing.T) {
 	ie.wantTotal(t, before+2, "the sweep deletes no row")
 	s.once(t, ie, keyCtx(t, "live", ""), a, "retry of the live key after the sweep")
 	ie.wantTotal(t, before+2, "a retry of a live key after the sweep replays its row")
+}
+
+// janitor: the generated constructor registers the method with its store
+// (idem.RegisterInline), so the store's janitor (Store.SweepAll, which
+// StartJanitor runs) takes the method's expired keys off their rows too.
+func (s Inline[S, W, A, R]) janitor(t *testing.T) {
+	ie := s.setup(t)
+	s.once(t, ie, keyCtx(t, "expiring", ""), s.Sample(t), "the expiring key's request")
+	s.age(t, ie, "expiring", true)
+	if n, err := ie.store.SweepAll(t.Context(), 0); err != nil || n != 1 {
+		t.Errorf("the store's janitor cleared %d keys (err %v), want 1: the wrapper's constructor must register %s with its store (idem.RegisterInline)", n, err, s.Method.Name)
+	}
+	ie.wantKeyed(t, "expiring", 0)
 }
 
 // failing: a body that writes its row and then fails leaves no row: no

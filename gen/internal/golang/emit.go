@@ -333,11 +333,26 @@ func (e *Emitter) wrapperType(r *ir.Receiver) jen.Code {
 // constructor:
 //
 //	func NewIdempotentPayments(inner *Payments, store *idem.Store) *IdempotentPayments
+//
+// It registers each inline method with the store's janitor (idem.RegisterInline),
+// so one StartJanitor sweeps the ledger and every inline table.
 func (e *Emitter) constructor(r *ir.Receiver) jen.Code {
-	return Comment(fmt.Sprintf("%s wraps inner so that its annotated methods run through the ledger of store.", names.Constructor(r.Name))).Line().
-		Func().Id(names.Constructor(r.Name)).Params(jen.Id("inner").Op("*").Id(r.Name), jen.Id("store").Op("*").Qual(ir.IdemPath, "Store")).Op("*").Id(names.Wrapper(r.Name)).Block(
-		jen.Return(jen.Op("&").Id(names.Wrapper(r.Name)).Values(jen.Dict{jen.Id("inner"): jen.Id("inner"), jen.Id("store"): jen.Id("store")})),
-	).Line()
+	doc := []string{fmt.Sprintf("%s wraps inner so that its annotated methods run through the ledger of store.", names.Constructor(r.Name))}
+	var body []jen.Code
+	var inline []string
+	for _, m := range r.Methods {
+		if m.Mode == ir.ModeInline {
+			body = append(body, jen.Qual(ir.IdemPath, "RegisterInline").Call(jen.Id("store"), jen.Id(e.names.MethodVar(m))))
+			inline = append(inline, m.Name)
+		}
+	}
+	if len(inline) > 0 {
+		doc = append(doc, fmt.Sprintf("It registers the inline keys of %s with store's janitor (idem.RegisterInline), so", strings.Join(inline, ", ")),
+			"store.StartJanitor takes their expired keys off their rows too.")
+	}
+	body = append(body, jen.Return(jen.Op("&").Id(names.Wrapper(r.Name)).Values(jen.Dict{jen.Id("inner"): jen.Id("inner"), jen.Id("store"): jen.Id("store")})))
+	return Comment(doc...).Line().
+		Func().Id(names.Constructor(r.Name)).Params(jen.Id("inner").Op("*").Id(r.Name), jen.Id("store").Op("*").Qual(ir.IdemPath, "Store")).Op("*").Id(names.Wrapper(r.Name)).Block(body...).Line()
 }
 
 // methodVar:
