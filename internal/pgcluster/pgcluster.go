@@ -52,10 +52,22 @@ type Server struct {
 // "name=value", given to it with -c), take a base backup of it as the
 // standby and start that streaming from it. It waits until the standby
 // streams. Close removes everything.
-func Start(ctx context.Context, settings ...string) (_ *Cluster, err error) {
+func Start(ctx context.Context, settings ...string) (*Cluster, error) {
+	return StartVia(ctx, nil, settings...)
+}
+
+// StartVia is Start with the standby reaching the primary through the
+// address via returns for the primary's (a fault proxy, say); nil is
+// straight.
+func StartVia(ctx context.Context, via func(primary string) (string, error), settings ...string) (_ *Cluster, err error) {
 	bin, err := pgbin.Find(pgbin.DebianBinaries)
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: %w: install the PostgreSQL server (Debian: apt-get install postgresql-15)", err)
+	}
+	// initdb on PATH may be a link to the server's directory, which also
+	// holds pg_basebackup: use that directory.
+	if real, err := filepath.EvalSymlinks(filepath.Join(bin, "postgres")); err == nil {
+		bin = filepath.Dir(real)
 	}
 	cred, err := pgbin.ServerUser()
 	if err != nil {
@@ -91,7 +103,17 @@ func Start(ctx context.Context, settings ...string) (_ *Cluster, err error) {
 	if err := os.Remove(s.data); err != nil { // pg_basebackup makes it
 		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
-	if out, err := s.command(ctx, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-U", "postgres",
+	upstream := p.Addr()
+	if via != nil {
+		if upstream, err = via(upstream); err != nil {
+			return nil, fmt.Errorf("pgcluster: %w", err)
+		}
+	}
+	host, port, err := net.SplitHostPort(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: %w", err)
+	}
+	if out, err := s.command(ctx, "pg_basebackup", "-h", host, "-p", port, "-U", "postgres",
 		"-D", s.data, "-R", "-X", "stream", "--no-sync", "-c", "fast").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("pgcluster: pg_basebackup: %w\n%s", err, out)
 	}

@@ -33,7 +33,7 @@ import (
 // (or the inline lookup) also asks, in the same round trip, whether the
 // session's commits wait for a synchronous standby; if they do, before a
 // stored outcome is replayed the runtime runs confirmReplication, a
-// statement that takes a transaction id and commits. That commit's record comes after the commit of
+// statement that writes a tiny record to the WAL and commits. That commit's record comes after the commit of
 // every row the replay read, and PostgreSQL confirms WAL positions, not
 // transactions: once the standby has confirmed it, it has the replayed row
 // too. If that confirmation is cut off in turn (the standby is still away),
@@ -143,15 +143,19 @@ func outcomeUnknown(c call, cause error) error {
 const syncRepSQL = `SELECT 1 WHERE current_setting('synchronous_standby_names') <> ''
     AND current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')`
 
-// confirmReplicationSQL takes a transaction id, so that the commit that ends
-// its transaction writes a commit record and waits for the standby.
-const confirmReplicationSQL = `SELECT pg_current_xact_id()`
+// confirmReplicationSQL writes a record to the WAL in the transaction: an
+// empty transactional logical decoding message (prefix "idem.confirm";
+// logical decoding consumers see it and may skip it). PostgreSQL waits for
+// the standby only on the commit of a transaction that wrote WAL (a
+// transaction id alone is not enough), and this is the smallest such write
+// any role may make, on any wal_level, touching no table.
+const confirmReplicationSQL = `SELECT pg_logical_emit_message(true, 'idem.confirm', '')`
 
 // confirmIfSyncRepSQL is confirmReplicationSQL when syncRepSQL would answer
 // a row, and writes nothing otherwise: for a replay that has not asked.
 const confirmIfSyncRepSQL = `SELECT CASE WHEN current_setting('synchronous_standby_names') <> ''
     AND current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
-  THEN pg_current_xact_id() END`
+  THEN pg_logical_emit_message(true, 'idem.confirm', '') END`
 
 // execer is what confirmReplication sends its statements on.
 type execer interface {
@@ -188,9 +192,10 @@ func (s *Store) confirmReplication(ctx context.Context, conn execer, pc *pgconn.
 	return nil
 }
 
-// confirmInTx takes a transaction id in the caller's transaction, whose
-// commit waits for a synchronous standby, so that the caller's COMMIT
-// confirms the row a replay read inside it (AtomicInTx, InlineInTx).
+// confirmInTx writes confirmReplicationSQL's record in the caller's
+// transaction, whose commit waits for a synchronous standby, so that the
+// caller's COMMIT confirms the row a replay read inside it (AtomicInTx,
+// InlineInTx).
 func (s *Store) confirmInTx(ctx context.Context, conn execer, c call) error {
 	if _, err := conn.Exec(ctx, confirmReplicationSQL); err != nil {
 		return storeErr(c.method, "tie the replayed outcome to the caller's commit", err)
