@@ -22,7 +22,7 @@ import (
 
 const (
 	// failoverDeadline is each call's own deadline in the failover scenario.
-	failoverDeadline = 2 * time.Second
+	failoverDeadline = time.Second
 	// replicationLatency delays the WAL on its way to the standby, as a
 	// standby in another zone sees it: an asynchronous standby runs this
 	// far behind, a synchronous commit waits at least this long.
@@ -76,7 +76,7 @@ type failoverWorld struct {
 // lost or repeated in any mode; atomic and inline never repeat (the work
 // goes with its ledger row); asynchronous losses are measured.
 func TestFailover(t *testing.T) {
-	n := 20
+	n := 10
 	if *long {
 		n = 150
 	}
@@ -160,7 +160,7 @@ func newFailoverWorld(t *testing.T, r replication) *failoverWorld {
 		idem.WithRetention(time.Hour),
 		idem.WithHeartbeat(lockTimeout/4),
 		idem.WithBackoff(5*time.Millisecond),
-		idem.WithFinaliseTimeout(time.Second))
+		idem.WithFinaliseTimeout(500*time.Millisecond))
 	require.NoError(t, err)
 	w.svc = newService(store, w.bank)
 	return w
