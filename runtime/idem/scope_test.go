@@ -43,7 +43,9 @@ func (s *sentStatements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx
 	return ctx
 }
 
-func (s *sentStatements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) { s.add(d.SQL) }
+func (s *sentStatements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.add(d.SQL)
+}
 
 func (s *sentStatements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
