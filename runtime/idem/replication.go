@@ -139,9 +139,11 @@ func outcomeUnknown(c call, cause error) error {
 
 // syncRepSQL answers one row when the session's commits wait for a
 // synchronous standby, none otherwise (the command tag says which). It goes
-// out with the claim, or with the inline lookup, in the same round trip.
-const syncRepSQL = `SELECT 1 WHERE current_setting('synchronous_standby_names') <> ''
-    AND current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')`
+// out with the claim, or with the inline lookup, in the same round trip. A
+// server that does not know the settings (a PostgreSQL-compatible one) reads
+// them as NULL and answers none.
+const syncRepSQL = `SELECT 1 WHERE current_setting('synchronous_standby_names', true) <> ''
+    AND current_setting('synchronous_commit', true) IN ('on', 'remote_write', 'remote_apply')`
 
 // confirmReplicationSQL writes a record to the WAL in the transaction: an
 // empty transactional logical decoding message (prefix "idem.confirm";
@@ -153,8 +155,8 @@ const confirmReplicationSQL = `SELECT pg_logical_emit_message(true, 'idem.confir
 
 // confirmIfSyncRepSQL is confirmReplicationSQL when syncRepSQL would answer
 // a row, and writes nothing otherwise: for a replay that has not asked.
-const confirmIfSyncRepSQL = `SELECT CASE WHEN current_setting('synchronous_standby_names') <> ''
-    AND current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
+const confirmIfSyncRepSQL = `SELECT CASE WHEN current_setting('synchronous_standby_names', true) <> ''
+    AND current_setting('synchronous_commit', true) IN ('on', 'remote_write', 'remote_apply')
   THEN pg_logical_emit_message(true, 'idem.confirm', '') END`
 
 // execer is what confirmReplication sends its statements on.
