@@ -44,8 +44,9 @@
 // marking rows (a second write on every call) and over reading
 // pg_stat_replication (needs pg_read_all_stats, and knows nothing of quorum
 // rules): the server's own wait answers exactly "does the standby have it".
-// It costs a replay nothing where no standby is synchronous (the claim asks
-// in the same round trip), and one synchronous commit where one is. See
+// It costs an atomic or inline replay nothing where no standby is
+// synchronous (the claim asks in the same round trip; an external replay
+// sends one more statement), and one synchronous commit where one is. See
 // docs/ha.md.
 //
 // How to size the pool, what to set so that dead peers are noticed, and what

@@ -38,8 +38,9 @@ import (
 // transactions: once the standby has confirmed it, it has the replayed row
 // too. If that confirmation is cut off in turn (the standby is still away),
 // the replay is an ErrStore error, which a later retry settles; it is never
-// the stored success. On a server without synchronous replication nothing
-// more is sent: a replay stays one round trip.
+// the stored success. On a server without synchronous replication an atomic
+// or inline replay sends nothing more; an external one sends
+// confirmIfSyncRepSQL, which writes nothing there.
 
 // unreplicatedFlag is the key, in a connection's CustomData, of the mark
 // NoticeHandler leaves when the server warns that a commit may not have
