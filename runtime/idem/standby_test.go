@@ -39,20 +39,55 @@ func newStandbyEnv(t *testing.T) *standbyEnv {
 	cfg, err := pgxpool.ParseConfig(c.Primary.URL("postgres"))
 	require.NoError(t, err)
 	cfg.ConnConfig.OnNotice = idem.NoticeHandler(cfg.ConnConfig.OnNotice)
+	cfg.MinConns, cfg.MaxConns = 4, 8 // connections ready: no call waits to dial
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	// The finalise timeout is what cuts a COMMIT short once its caller has
-	// gone; the calls' own deadlines (callerGone) end first.
-	store, err := idem.NewStore(pool, idem.WithFinaliseTimeout(500*time.Millisecond))
+	// gone (leaveWhenWaiting).
+	store, err := idem.NewStore(pool, idem.WithFinaliseTimeout(time.Second))
 	require.NoError(t, err)
 	return &standbyEnv{cluster: c, pool: pool, store: store}
 }
 
-// callerGone is a context for a call whose caller gives up while the call
-// waits for the stopped standby.
-func callerGone(key string) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(keyed(key), 300*time.Millisecond)
+// leaveWhenWaiting runs call and cancels its context, as a caller that gives
+// up does, once a backend waits for the synchronous standby (none waits
+// when it starts). It returns call's error.
+func (e *standbyEnv) leaveWhenWaiting(t *testing.T, ctx context.Context, call func(context.Context) error) error {
+	t.Helper()
+	e.waitWaiters(t, func(n int) bool { return n == 0 })
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(5 * time.Millisecond):
+		}
+		if e.waiters(t) > 0 {
+			cancel()
+			return <-done
+		}
+	}
+}
+
+// waiters counts the backends that wait for the synchronous standby.
+func (e *standbyEnv) waiters(t *testing.T) int {
+	t.Helper()
+	return e.count(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`)
+}
+
+// waitWaiters waits until the number of backends waiting for the standby
+// satisfies ok.
+func (e *standbyEnv) waitWaiters(t *testing.T, ok func(int) bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok(e.waiters(t)) {
+		require.True(t, time.Now().Before(deadline), "backends waiting for the standby did not settle")
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (e *standbyEnv) atomic(ctx context.Context) (Receipt, error) {
@@ -113,13 +148,9 @@ func TestCommitNotReplicatedIsNeverSuccess(t *testing.T) {
 
 	// Atomic and inline: the caller leaves while the COMMIT waits; the
 	// finalise timeout then cuts it short.
-	actx, cancel := callerGone("atomic")
-	_, err := e.atomic(actx)
-	cancel()
+	err := e.leaveWhenWaiting(t, keyed("atomic"), func(ctx context.Context) error { _, err := e.atomic(ctx); return err })
 	require.ErrorIs(t, err, idem.ErrOutcomeNotRecorded, "atomic")
-	ictx, cancel := callerGone("inline")
-	_, err = e.inline(ictx)
-	cancel()
+	err = e.leaveWhenWaiting(t, keyed("inline"), func(ctx context.Context) error { _, err := e.inline(ctx); return err })
 	require.ErrorIs(t, err, idem.ErrOutcomeNotRecorded, "inline")
 
 	// The server's warning: the wait is cancelled by someone else before
@@ -144,10 +175,8 @@ func TestCommitNotReplicatedIsNeverSuccess(t *testing.T) {
 		"external": func(ctx context.Context) error { _, err := e.external(ctx, nil, nil); return err },
 	}
 	for key, retry := range retries {
-		rctx, cancel := callerGone(key)
-		rctx, o := idem.ContextWithOutcome(rctx)
-		err := retry(rctx)
-		cancel()
+		rctx, o := idem.ContextWithOutcome(keyed(key))
+		err := e.leaveWhenWaiting(t, rctx, retry)
 		require.ErrorIs(t, err, idem.ErrStore, "%s: a retry while the standby is away is refused", key)
 		assert.False(t, o.Replayed(), key)
 	}
