@@ -83,9 +83,10 @@ func TestFailover(t *testing.T) {
 		n = 150
 	}
 	table := map[string]map[kind]failoverCounts{}
-	for _, r := range replications {
+	clusters := startLinkedClusters(t, len(replications))
+	for i, r := range replications {
 		t.Run(strings.ReplaceAll(r.name, " ", "_"), func(t *testing.T) {
-			w := newFailoverWorld(t, r)
+			w := newFailoverWorld(t, r, clusters[i])
 			ins := withInline(intents("fo", n, n), "fo", n)
 			counts := w.run(ins, r)
 			table[r.name] = counts
@@ -123,21 +124,57 @@ func failoverTable(table map[string]map[kind]failoverCounts) string {
 	return b.String()
 }
 
-func newFailoverWorld(t *testing.T, r replication) *failoverWorld {
+// linkedCluster is a cluster whose standby streams from the primary through
+// a fault proxy (link).
+type linkedCluster struct {
+	cluster *pgcluster.Cluster
+	link    *toxiproxy.Proxy
+	err     error
+}
+
+// startLinkedClusters starts n clusters at once (their start-up is most of
+// the scenario's time) and stops them when the test ends.
+func startLinkedClusters(t *testing.T, n int) []*linkedCluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := make([]*linkedCluster, n)
+	var wg sync.WaitGroup
+	for i := range out {
+		lc := &linkedCluster{}
+		out[i] = lc
+		wg.Go(func() {
+			lc.cluster, lc.err = pgcluster.StartVia(ctx, func(primary string) (string, error) {
+				lc.link = toxiproxy.NewProxy(suite.toxic, fmt.Sprintf("%s_%d", t.Name(), i), "127.0.0.1:0", primary)
+				return lc.link.Listen, lc.link.Start()
+			})
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, lc := range out {
+			if lc.link != nil {
+				lc.link.Stop()
+			}
+			if lc.cluster != nil {
+				assert.NoError(t, lc.cluster.Close())
+			}
+		}
+	})
+	for _, lc := range out {
+		require.NoError(t, lc.err)
+	}
+	return out
+}
+
+func newFailoverWorld(t *testing.T, r replication, lc *linkedCluster) *failoverWorld {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := &failoverWorld{t: t, bank: newBank(), answers: map[string][]any{}, unknown: map[string]int{}, stored: map[string]bool{}, gaveUp: map[string]bool{}}
-	c, err := pgcluster.StartVia(ctx, func(primary string) (string, error) {
-		w.link = toxiproxy.NewProxy(suite.toxic, strings.ReplaceAll(t.Name(), "/", "_"), "127.0.0.1:0", primary)
-		return w.link.Listen, w.link.Start()
-	})
-	require.NoError(t, err)
-	w.cluster = c
-	t.Cleanup(func() {
-		w.link.Stop()
-		assert.NoError(t, c.Close())
-	})
+	w.cluster, w.link = lc.cluster, lc.link
+	c := w.cluster
+	var err error
 	_, err = w.link.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
 		`{"name":"zone","type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":%d}}`, replicationLatency.Milliseconds())))
 	require.NoError(t, err)
