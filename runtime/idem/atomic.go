@@ -103,14 +103,14 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		// holder rolled back): try again.
 		return zero, errRowVanished
 	case !r.expired:
+		replayed = true
 		if r.syncRep && replaysOutcome(r, c) {
-			// The ROLLBACK goes out with the confirmation.
-			committed = true
+			// Confirm the standby has the row first; the ROLLBACK goes
+			// out with the confirmation (replication.go).
+			replayed, committed = false, true
 			if err := s.confirmReplication(ctx, conn, conn.Conn().PgConn(), c, "ROLLBACK", false); err != nil {
 				return zero, err
 			}
-		} else {
-			replayed = true
 		}
 		return settle(ctx, s, m, c, r)
 	default:
