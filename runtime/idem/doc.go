@@ -36,7 +36,8 @@
 // after that bounds it. A COMMIT cut off by that timeout, or answered with
 // PostgreSQL's warning that it "might not have been replicated to the
 // standby" (install [NoticeHandler] on the pool to see it), is reported as
-// [ErrOutcomeNotRecorded], never as success. Such a row is visible on the
+// [ErrOutcomeNotRecorded] (and [ErrStore]: a retry settles it), never as
+// success. Such a row is visible on the
 // primary; a retry replays a stored outcome only after a commit of its own
 // that wrote to the WAL has been confirmed by the standby (PostgreSQL
 // confirms positions in the WAL, so that covers every row the retry read),

@@ -133,9 +133,11 @@ func (s *Store) unconfirmed(cctx context.Context, c *pgconn.PgConn) error {
 }
 
 // outcomeUnknown is the caller's answer to a COMMIT that carried the work or
-// its outcome and is not known to have been replicated.
+// its outcome and is not known to have been replicated: the outcome is not
+// known (ErrOutcomeNotRecorded), and, unlike a stored unknown outcome, a
+// retry under the same key settles it (ErrStore), so idemhttp answers 503.
 func outcomeUnknown(c call, cause error) error {
-	return fmt.Errorf("idem: %s: key %q: %w: %w", c.method, c.key, ErrOutcomeNotRecorded, cause)
+	return fmt.Errorf("%w: %s: key %q: %w: %w", ErrStore, c.method, c.key, ErrOutcomeNotRecorded, cause)
 }
 
 // syncRepSQL answers one row when the session's commits wait for a
