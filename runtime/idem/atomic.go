@@ -104,6 +104,14 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		return zero, errRowVanished
 	case !r.expired:
 		replayed = true
+		if r.syncRep && replaysOutcome(r, c) {
+			// Confirm the standby has the row first; the ROLLBACK goes
+			// out with the confirmation (replication.go).
+			replayed, committed = false, true
+			if err := s.confirmReplication(ctx, conn, conn.Conn().PgConn(), c, "ROLLBACK", false); err != nil {
+				return zero, err
+			}
+		}
 		return settle(ctx, s, m, c, r)
 	default:
 		// Expired: take it over in this transaction. No row back means
@@ -146,11 +154,16 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		return zero, fmt.Errorf("idem: %s: %w", c.method, err)
 	}
 
-	// The response write and COMMIT travel in one round trip.
+	// The response write and COMMIT travel in one round trip, detached
+	// from ctx: a caller going away must not cancel a COMMIT that waits
+	// for a synchronous standby (see replication.go).
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	takeUnreplicated(conn.Conn().PgConn())
 	b := &pgx.Batch{}
 	b.Queue(s.q.finish, c.scope, c.method, c.key, resp, errName, errMsg, fence)
 	b.Queue("COMMIT")
-	br := conn.SendBatch(ctx, b)
+	br := conn.SendBatch(cctx, b)
 	_, err = br.Exec()
 	if isDivisionByZero(err) {
 		// A definite failure, not an unknown outcome: the ledger row is not
@@ -168,17 +181,29 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	if err == nil && commitTag.String() != "COMMIT" {
 		return zero, fmt.Errorf("%w: %s: transaction was rolled back at commit (%s)", ErrStore, c.method, commitTag)
 	}
+	if uerr := s.unconfirmed(cctx, conn.Conn().PgConn()); uerr != nil {
+		// Committed locally, perhaps, but not known to be on the standby:
+		// never success. A retry replays the row only once the standby
+		// has it (confirmReplication).
+		return zero, outcomeUnknown(c, uerr)
+	}
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) && ctx.Err() == nil {
+		if !errors.As(err, &pgErr) {
 			// No answer from the server: the commit may or may not have
 			// happened. Never guess; the next attempt reads the row.
-			return zero, fmt.Errorf("%w: %s: %w", errCommitUnknown, c.method, err)
+			return zero, storeErr(c.method, "commit", fmt.Errorf("%w: %w", errCommitUnknown, err))
 		}
 		return zero, storeErr(c.method, "store response and commit", err)
 	}
 	committed = true
 	return out, berr
+}
+
+// replaysOutcome reports whether settle answers r with the outcome it
+// stores: the row is done and holds this request.
+func replaysOutcome(r ledgerRow, c call) bool {
+	return r.status == StatusDone && string(r.fingerprint) == string(c.fp)
 }
 
 // claimConn is what claim sends its statements on: a pooled connection, or
@@ -200,8 +225,10 @@ func claim(ctx context.Context, s *Store, conn claimConn, begin string, retentio
 	b := &pgx.Batch{}
 	b.Queue(begin)
 	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(retention), newIntention(), s.claimWaitSetting())
+	b.Queue(syncRepSQL)
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
+	var syncTag pgconn.CommandTag
 	if err == nil {
 		var h heldRow
 		if err = br.QueryRow().Scan(h.dest()...); err == nil {
@@ -212,6 +239,7 @@ func claim(ctx context.Context, s *Store, conn claimConn, begin string, retentio
 				// when nothing was claimed.
 				r, found = h.row()
 			}
+			syncTag, err = br.Exec()
 		}
 	}
 	if cerr := br.Close(); err == nil {
@@ -220,6 +248,7 @@ func claim(ctx context.Context, s *Store, conn claimConn, begin string, retentio
 	if err == nil && !claimed && !found {
 		r, found, err = s.readRow(ctx, conn, c)
 	}
+	r.syncRep = syncTag.RowsAffected() == 1
 	switch {
 	case err == nil, errors.Is(err, ErrStore):
 	case isLockTimeout(err):
@@ -348,6 +377,11 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	case !found:
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
 	case !r.expired:
+		if r.syncRep && replaysOutcome(r, c) {
+			if err := s.confirmInTx(ctx, tx, c); err != nil {
+				return zero, err
+			}
+		}
 		return settle(ctx, s, m, c, r)
 	default:
 		err := tx.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention()).Scan(&fence)

@@ -58,6 +58,10 @@ type ledgerRow struct {
 	expired     bool
 	lockedUntil *time.Time
 	now         time.Time
+	// syncRep: the session's commits wait for a synchronous standby, so a
+	// replay confirms the row is there first (replication.go). Read with
+	// the atomic claim.
+	syncRep bool
 }
 
 // readRow runs the read statement. found is false when there is no row.

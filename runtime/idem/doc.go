@@ -29,6 +29,27 @@
 // cannot be stored faithfully (NaN, infinity, invalid UTF-8) is an error
 // before anything commits in atomic mode.
 //
+// On a primary with a synchronous standby, an answer of success means the
+// standby has the row. A COMMIT that carries a claim or an outcome is not
+// cancelled when the caller's context ends (cancelling it is what leaves a
+// commit on the primary that the standby never got); the finalise timeout
+// after that bounds it. A COMMIT cut off by that timeout, or answered with
+// PostgreSQL's warning that it "might not have been replicated to the
+// standby" (install [NoticeHandler] on the pool to see it), is reported as
+// [ErrOutcomeNotRecorded] (and [ErrStore]: a retry settles it), never as
+// success. Such a row is visible on the
+// primary; a retry replays a stored outcome only after a commit of its own
+// that wrote to the WAL has been confirmed by the standby (PostgreSQL
+// confirms positions in the WAL, so that covers every row the retry read),
+// and is an [ErrStore] error while the standby does not confirm. Chosen over
+// marking rows (a second write on every call) and over reading
+// pg_stat_replication (needs pg_read_all_stats, and knows nothing of quorum
+// rules): the server's own wait answers exactly "does the standby have it".
+// It costs an atomic or inline replay nothing where no standby is
+// synchronous (the claim asks in the same round trip; an external replay
+// sends one more statement), and one synchronous commit where one is. See
+// docs/ha.md.
+//
 // How to size the pool, what to set so that dead peers are noticed, and what
 // the runtime guarantees under faults (with the fault suite's figures) are in
 // docs/guarantees.md, "Guarantees and limits".

@@ -34,6 +34,16 @@ var (
 	// until its retention ends. Treat it as "the result is unknown": check
 	// with the third party (for example by the DownstreamKey it was sent)
 	// before trying again under a new key.
+	//
+	// It is also returned, not stored and together with ErrStore (which
+	// idemhttp answers as 503), when the COMMIT that carried an atomic or
+	// inline call's work, or an external call's outcome, may have
+	// committed on the primary without reaching a synchronous standby:
+	// cut off by the finalise timeout, or answered with the server's
+	// "might not have been replicated" warning. A retry under the same key
+	// settles it: it replays the outcome once the standby has it (ErrStore
+	// until then), or, after a failover that lost it, atomic and inline
+	// calls run again (their work was lost with it).
 	ErrOutcomeNotRecorded = errors.New("idem: the call ran but its outcome could not be recorded")
 	// ErrStore wraps every failure to reach or use the ledger. The method body
 	// does not run when the claim cannot be made (the store fails closed).

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 type waitCtx struct{}
@@ -115,8 +116,23 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 	var steps map[string]json.RawMessage
 	var takenOver bool
 	var intention pgtype.UUID
-	err := s.pool.QueryRow(ctx, s.q.claimExternal, s.now(), c.scope, c.method, c.key, c.fp,
-		micros(m.retention(s)), micros(m.lockTimeout(s)), newIntention()).Scan(&fence, &steps, &intention, &takenOver)
+	if err := ctx.Err(); err != nil {
+		return nil, zero, storeErr(c.method, "claim", err)
+	}
+	// The claim commits detached from ctx: a caller going away must not
+	// cancel it while it waits for a synchronous standby (replication.go).
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	err := s.committing(ctx, cctx, func(conn *pgxpool.Conn) error {
+		return conn.QueryRow(cctx, s.q.claimExternal, s.now(), c.scope, c.method, c.key, c.fp,
+			micros(m.retention(s)), micros(m.lockTimeout(s)), newIntention()).Scan(&fence, &steps, &intention, &takenOver)
+	})
+	if errors.Is(err, errUnconfirmed) {
+		// The body has not run. The row may hold the key on this server
+		// (in progress, until its lock expires) and be missing on the
+		// standby: either way a retry is safe.
+		return nil, zero, storeErr(c.method, "claim (the body did not run)", err)
+	}
 	if err == nil {
 		if steps, err = decodeSteps(steps, intention.Valid); err != nil {
 			return nil, zero, storeErr(c.method, "read recorded steps", err)
@@ -141,6 +157,17 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 	}
 	if !found || r.expired {
 		return nil, zero, errRowVanished
+	}
+	if replaysOutcome(r, c) {
+		err := s.withConn(ctx, func(conn *pgxpool.Conn) error {
+			return s.confirmReplication(ctx, conn, conn.Conn().PgConn(), c, "", true)
+		})
+		if err != nil {
+			if !errors.Is(err, ErrStore) {
+				err = storeErr(c.method, "confirm replication", err)
+			}
+			return nil, zero, err
+		}
 	}
 	out, err := settle(ctx, s, m, c, r)
 	return nil, out, err
@@ -197,7 +224,12 @@ func runExternal[R any](ctx context.Context, s *Store, m *Method[R], ex *executi
 		}
 		return zero, berr
 	}
-	tag, err := s.pool.Exec(fctx, s.q.finishExternal, c.scope, c.method, c.key, resp, errName, errMsg, ex.fence, ex.intention)
+	tag, err := s.execCommitting(fctx, s.q.finishExternal, c.scope, c.method, c.key, resp, errName, errMsg, ex.fence, ex.intention)
+	if errors.Is(err, errUnconfirmed) {
+		// Stored here, perhaps, but not known to be on the standby: never
+		// success. A retry replays it only once the standby has it.
+		return zero, outcomeUnknown(c, err)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// The database answered and refused the outcome: record that.
@@ -219,7 +251,7 @@ func (ex *execution) finishUnrecorded(ctx, fctx context.Context, cause error) er
 	s, c := ex.s, ex.c
 	err := fmt.Errorf("idem: %s: key %q: %w: %w", c.method, c.key, ErrOutcomeNotRecorded, cause)
 	name, msg := unrecordedName, storableText(err.Error())
-	tag, serr := s.pool.Exec(fctx, s.q.finishExternal, c.scope, c.method, c.key, nil, &name, &msg, ex.fence, ex.intention)
+	tag, serr := s.execCommitting(fctx, s.q.finishExternal, c.scope, c.method, c.key, nil, &name, &msg, ex.fence, ex.intention)
 	if serr != nil {
 		s.cfg.logger.ErrorContext(ctx, "idempotent call ran but neither its outcome nor that failure could be stored; the key stays locked until its lock expires",
 			"method", c.method, "scope", c.scope, "key", c.key, "fence", ex.fence, "err", err, "store_err", serr)
@@ -352,7 +384,10 @@ func (ex *execution) record(ctx context.Context, name string, v any) error {
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
 	defer cancel()
-	tag, err := s.pool.Exec(wctx, q, c.scope, c.method, c.key, ex.fence, name, string(b), ex.intention)
+	// A result recorded here but not on the standby would be lost by a
+	// failover: execCommitting reports that as an error, so the step
+	// counts as unrecorded and the key is never released.
+	tag, err := s.execCommitting(wctx, q, c.scope, c.method, c.key, ex.fence, name, string(b), ex.intention)
 	if err != nil {
 		return fail(storeErr(c.method, "record step "+name, err))
 	}

@@ -215,7 +215,15 @@ func inlineAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *
 		if tx.opened() {
 			prefix = append(prefix, pendingStmt{sql: "ROLLBACK"})
 		}
-		return inlineAnswer(ctx, s, m, q, c, tx, prefix, lookup, k)
+		syncRep := false
+		prefix = append(prefix, pendingStmt{sql: syncRepSQL, done: func(tag pgconn.CommandTag) { syncRep = tag.RowsAffected() == 1 }})
+		confirm := func(ctx context.Context) error {
+			if !syncRep {
+				return nil
+			}
+			return s.confirmReplication(ctx, pc, pc.PgConn(), c, "", false)
+		}
+		return inlineAnswer(ctx, s, m, q, c, tx, prefix, lookup, k, confirm)
 	}
 	if berr != nil {
 		return zero, berr
@@ -224,11 +232,15 @@ func inlineAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *
 		return zero, fmt.Errorf("idem: %s: %w: the method sent no statement; write idem.InlineKeyFrom(ctx) into %s's idempotency columns", c.method, ErrKeyNotWritten, q.schema.Table)
 	}
 
-	// The key check and COMMIT travel in one round trip.
+	// The key check and COMMIT travel in one round trip, detached from ctx
+	// (see replication.go).
+	cctx, cancel := s.commitContext(ctx)
+	defer cancel()
+	takeUnreplicated(pc.PgConn())
 	b := &pgx.Batch{}
 	b.Queue(q.check, c.scope, c.key, c.fp)
 	b.Queue("COMMIT")
-	br := pc.SendBatch(ctx, b)
+	br := pc.SendBatch(cctx, b)
 	_, err = br.Exec()
 	if isDivisionByZero(err) {
 		_ = br.Close()
@@ -244,12 +256,15 @@ func inlineAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *
 	if err == nil && commitTag.String() != "COMMIT" {
 		return zero, fmt.Errorf("%w: %s: transaction was rolled back at commit (%s)", ErrStore, c.method, commitTag)
 	}
+	if uerr := s.unconfirmed(cctx, pc.PgConn()); uerr != nil {
+		return zero, outcomeUnknown(c, uerr)
+	}
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) && ctx.Err() == nil {
+		if !errors.As(err, &pgErr) {
 			// No answer: the next attempt's INSERT settles it (it
 			// conflicts with this row if it committed).
-			return zero, fmt.Errorf("%w: %s: %w", errCommitUnknown, c.method, err)
+			return zero, storeErr(c.method, "commit", fmt.Errorf("%w: %w", errCommitUnknown, err))
 		}
 		return zero, storeErr(c.method, "check key and commit", err)
 	}
@@ -265,7 +280,10 @@ func keyNotWritten(c call, q *inlineQueries) error {
 // inlineAnswer answers a refused claim from the row that holds the key: it
 // sends prefix and the statement freeing an expired key ahead of the
 // lookup's first statement, then compares fingerprints.
-func inlineAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, tx *inlineTx, prefix []pendingStmt, lookup InlineLookup[R], k InlineKey) (R, error) {
+//
+// confirm runs before the row is replayed: it makes sure the row is on a
+// synchronous standby (see replication.go).
+func inlineAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, tx *inlineTx, prefix []pendingStmt, lookup InlineLookup[R], k InlineKey, confirm func(context.Context) error) (R, error) {
 	var zero R
 	freed := false
 	prefix = append(prefix, pendingStmt{
@@ -299,6 +317,9 @@ func inlineAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *i
 			"method", c.method, "scope", c.scope, "key", c.key,
 			"stored", shortHex(stored), "got", shortHex(c.fp))
 		return zero, &MismatchError{Method: c.method, Key: c.key, Stored: stored, Got: c.fp}
+	}
+	if err := confirm(ctx); err != nil {
+		return zero, err
 	}
 	setReplayed(ctx, true)
 	s.hook(ctx, s.cfg.hooks.Replayed, c.event())
@@ -357,8 +378,16 @@ func InlineInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod
 	}
 	if itx.lostClaim() {
 		released = true
-		prefix := []pendingStmt{{sql: "ROLLBACK TO SAVEPOINT " + sp}, {sql: "RELEASE SAVEPOINT " + sp}}
-		out, err := inlineAnswer(ctx, s, m, q, c, itx, prefix, lookup, k)
+		syncRep := false
+		prefix := []pendingStmt{{sql: "ROLLBACK TO SAVEPOINT " + sp}, {sql: "RELEASE SAVEPOINT " + sp},
+			{sql: syncRepSQL, done: func(tag pgconn.CommandTag) { syncRep = tag.RowsAffected() == 1 }}}
+		confirm := func(ctx context.Context) error {
+			if !syncRep {
+				return nil
+			}
+			return s.confirmInTx(ctx, tx, c)
+		}
+		out, err := inlineAnswer(ctx, s, m, q, c, itx, prefix, lookup, k, confirm)
 		if errors.Is(err, errKeyFreed) {
 			// Claim the freed key once more, still inside tx.
 			return InlineInTx(ctx, s, tx, m, fingerprint, lookup, body)

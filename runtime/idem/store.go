@@ -119,9 +119,14 @@ func WithHeartbeat(interval time.Duration) Option { return func(c *config) { c.h
 // made after an external-mode body ran (storing its outcome, recording a
 // step, releasing the key), the rollback of an atomic or inline attempt's
 // transaction, and the undo of a claim's savepoint inside a caller's
-// transaction (AtomicInTx, InlineInTx). A call can return this much later
-// than its deadline, never more; a rollback that does not finish in time
-// closes its connection, so the server ends the transaction.
+// transaction (AtomicInTx, InlineInTx). A COMMIT that carries a claim or an
+// outcome (atomic and inline mode's COMMIT, external mode's claim) is not
+// cancelled when the caller's context ends, which would leave it committed
+// on the primary but perhaps not on a synchronous standby: it gets this long
+// after that, and one cut off then is ErrOutcomeNotRecorded (see
+// NoticeHandler). A call can return this much later than its deadline,
+// never more; a rollback that does not finish in time closes its
+// connection, so the server ends the transaction.
 const DefaultFinaliseTimeout = 10 * time.Second
 
 // WithFinaliseTimeout replaces DefaultFinaliseTimeout. It must be positive.
