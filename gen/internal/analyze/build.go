@@ -394,13 +394,54 @@ func (b *builder) params(m *ir.Method, sig *types.Signature, first int) bool {
 		}
 		local := b.paramLocal(name, i-first+1, used, pkgNames)
 		walk.pos, walk.param = b.l.Pkg.Fset.Position(v.Pos()), len(m.Params)
-		if !walk.check(v.Type(), name, []string{}, map[string]bool{}) {
+		switch {
+		case isNamed(v.Type(), ir.PgxPath, "Tx"):
+			ok = false // reported by modeOf: a transaction is not a request to fingerprint
+		case b.foreignTx(walk.pos, m, v.Type(), i+1):
+			ok = false
+		case !walk.check(v.Type(), name, []string{}, map[string]bool{}):
 			ok = false
 		}
 		m.Params = append(m.Params, ir.Param{Name: name, Local: local, Type: b.render(v.Type()), Source: types.TypeString(v.Type(), b.qualifier)})
 	}
 	m.Encoding = walk.encoding()
 	return ok
+}
+
+// foreignTxs are transaction types of other database libraries, with how a
+// method that holds one reaches PostgreSQL.
+var foreignTxs = map[string]string{
+	"database/sql.Tx":                      "database/sql",
+	"database/sql.DB":                      "database/sql",
+	"database/sql.Conn":                    "database/sql",
+	"gorm.io/gorm.DB":                      "GORM",
+	"github.com/uptrace/bun.Tx":            "bun",
+	"github.com/uptrace/bun.IDB":           "bun",
+	"github.com/jmoiron/sqlx.Tx":           "sqlx",
+	"github.com/jmoiron/sqlx.DB":           "sqlx",
+	"github.com/jackc/pgx/v5.Conn":         "pgx (a connection, not a transaction)",
+	"github.com/jackc/pgx/v5/pgxpool.Pool": "pgx (a pool, not a transaction)",
+}
+
+// foreignTx reports, in one line, a parameter that is another library's
+// transaction or handle: it is not a request to fingerprint, and idemgen's
+// atomic and inline modes take a pgx.Tx.
+func (b *builder) foreignTx(pos token.Position, m *ir.Method, param types.Type, n int) bool {
+	t := param
+	if p, isPtr := types.Unalias(t).(*types.Pointer); isPtr {
+		t = p.Elem()
+	}
+	named, isNamedT := types.Unalias(t).(*types.Named)
+	if !isNamedT || named.Obj().Pkg() == nil {
+		return false
+	}
+	lib, found := foreignTxs[named.Obj().Pkg().Path()+"."+named.Obj().Name()]
+	if !found {
+		return false
+	}
+	b.e.Add(pos, "%s takes a %s handle (%s) as parameter %d: idemgen's atomic and inline modes run the work in a pgx.Tx "+
+		"(github.com/jackc/pgx/v5) right after ctx; take tx pgx.Tx there instead, or drop the parameter for external mode", m.Key, lib, types.TypeString(param, b.qualifier), n)
+	return true
 }
 
 // finalErrors checks that every -final-errors name is a package-level error
