@@ -321,3 +321,41 @@ func TestInlineOrdinarySchema(t *testing.T) {
 		assert.Contains(t, r.stdout, "--- PASS: TestIdempotentShopCreateOrder/"+name)
 	}
 }
+
+// TestStaleWrapperFirstError: a method or a request type changed without
+// go generate fails the build, and the compiler's first error names the
+// guard (runGoGenerate…, which says what to do), not the wrapper's broken
+// call: the guards come first in idem_gen.go.
+func TestStaleWrapperFirstError(t *testing.T) {
+	dir := shopModule(t)
+	path := toolPath(t)
+	r := sh(t, dir, path, nil, "idemgen", "./payments")
+	require.Equal(t, 0, r.code, "idemgen: %s", r.stderr)
+	src := filepath.Join(dir, "payments", "payments.go")
+	orig, err := os.ReadFile(src)
+	require.NoError(t, err)
+	for _, c := range []struct{ name, old, new, guard string }{
+		{"signature", "func (p *Payments) Charge(ctx context.Context, tx pgx.Tx, req ChargeRequest) (Receipt, error) {",
+			"func (p *Payments) Charge(ctx context.Context, tx pgx.Tx, req ChargeRequest, note string) (Receipt, error) {", "runGoGeneratePaymentsCharge"},
+		{"request field", "\tAmount  int64\n\tMemo", "\tCents   int64\n\tMemo", "runGoGenerateChargeRequestFields"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			changed := strings.Replace(string(orig), c.old, c.new, 1)
+			require.NotEqual(t, string(orig), changed)
+			require.NoError(t, os.WriteFile(src, []byte(changed), 0o644))
+			defer func() { require.NoError(t, os.WriteFile(src, orig, 0o644)) }()
+			r := sh(t, dir, path, nil, "go", "build", "./payments")
+			require.NotEqual(t, 0, r.code)
+			var first string
+			for _, line := range strings.Split(r.stderr, "\n") {
+				if strings.Contains(line, ".go:") {
+					first = line
+					break
+				}
+			}
+			t.Logf("first error: %s", first)
+			assert.Contains(t, first, "idem_gen.go", "the first error is in the generated file:\n%s", r.stderr)
+			assert.Contains(t, first, c.guard, "the first error names the guard:\n%s", r.stderr)
+		})
+	}
+}

@@ -73,9 +73,18 @@ func Render(f *jen.File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// File renders the wrappers file, without its stamp.
+// File renders the wrappers file, without its stamp. The compile-time
+// guards come first: when a method or a request type changes without go
+// generate, the compiler reports errors in file order, so its first error
+// names a guard (runGoGenerate…), which says what to do, before the
+// wrapper's own broken call does.
 func (e *Emitter) File() ([]byte, error) {
 	f := NewFile(e.m)
+	helpers := slices.Clone(e.m.Named)
+	slices.SortFunc(helpers, func(a, b *ir.Named) int {
+		return strings.Compare(e.names.Helper(a.Type.NamedKey()), e.names.Helper(b.Type.NamedKey()))
+	})
+	e.guards(f, helpers)
 	for _, r := range e.m.Receivers {
 		f.Add(e.wrapperType(r))
 		f.Add(e.constructor(r))
@@ -89,21 +98,32 @@ func (e *Emitter) File() ([]byte, error) {
 			if m.Mode == ir.ModeAtomic {
 				f.Add(e.wrapperMethod(r, m, true))
 			}
-			f.Add(e.guard(m))
 			f.Add(e.fingerprintFunc(m))
 		}
 	}
-	helpers := slices.Clone(e.m.Named)
-	slices.SortFunc(helpers, func(a, b *ir.Named) int {
-		return strings.Compare(e.names.Helper(a.Type.NamedKey()), e.names.Helper(b.Type.NamedKey()))
-	})
 	for _, n := range helpers {
 		f.Add(e.fingerprintHelper(n))
+	}
+	return Render(f)
+}
+
+// guards adds every compile-time guard: each method's signature, then each
+// fingerprinted struct's fields.
+func (e *Emitter) guards(f *jen.File, helpers []*ir.Named) {
+	for _, r := range e.m.Receivers {
+		for _, m := range r.Methods {
+			if m.Mode == ir.ModeInline {
+				f.Add(e.inlineGuard(m))
+				continue
+			}
+			f.Add(e.guard(m))
+		}
+	}
+	for _, n := range helpers {
 		if g := e.structGuard(n); g != nil {
 			f.Add(g)
 		}
 	}
-	return Render(f)
 }
 
 // Type is the one ir.Type → jen.Code helper.

@@ -9,15 +9,14 @@ import (
 	"github.com/idemgen/idemgen/gen/ir"
 )
 
-// inlineMethod adds everything an inline-mode method generates: its
-// description, the wrapper and its InTx form, the sweep, the compile-time
-// guards and the fingerprint function.
+// inlineMethod adds what an inline-mode method generates besides its
+// compile-time guards (File puts those first): its description, the wrapper
+// and its InTx form, the sweep and the fingerprint function.
 func (e *Emitter) inlineMethod(f *jen.File, r *ir.Receiver, m *ir.Method) {
 	f.Add(e.inlineMethodVar(m))
 	f.Add(e.inlineWrapper(r, m, false))
 	f.Add(e.inlineWrapper(r, m, true))
 	f.Add(e.inlineSweep(r, m))
-	f.Add(e.inlineGuard(m))
 	f.Add(e.fingerprintFunc(m))
 }
 
