@@ -19,6 +19,27 @@ var idemgenPackage = idemtest.Package{
 	}},
 }
 
+// The fixtures the tests call, written once in a _test.go file of this package. A missing one
+// fails the build here: declare it as the comment above its line says.
+var (
+	// func newPaymentsForTest(t *testing.T, db *idemtest.DB) *Payments
+	_ = newPaymentsForTest
+	// func samplePaymentsChargeArgs(t *testing.T) (req ChargeRequest)
+	_ = samplePaymentsChargeArgs
+	// func countPaymentsChargeEffects(t *testing.T, db *idemtest.DB) int
+	_ = countPaymentsChargeEffects
+	// func samplePaymentsDepositArgs(t *testing.T) (req DepositRequest)
+	_ = samplePaymentsDepositArgs
+	// func samplePaymentsPayoutArgs(t *testing.T) (req PayoutRequest)
+	_ = samplePaymentsPayoutArgs
+	// func countPaymentsPayoutEffects(t *testing.T, db *idemtest.DB) int
+	_ = countPaymentsPayoutEffects
+	// func samplePaymentsRefundArgs(t *testing.T) (req RefundRequest)
+	_ = samplePaymentsRefundArgs
+	// func countPaymentsRefundEffects(t *testing.T, db *idemtest.DB) int
+	_ = countPaymentsRefundEffects
+)
+
 // TestIdempotentPaymentsCharge runs the scenarios of idemtest.Atomic against Payments.Charge on a real PostgreSQL.
 func TestIdempotentPaymentsCharge(t *testing.T) {
 	idemtest.Atomic[*Payments, *IdempotentPayments, ChargeRequest, Receipt]{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -358,4 +359,39 @@ func TestStaleWrapperFirstError(t *testing.T) {
 			assert.Contains(t, first, c.guard, "the first error names the guard:\n%s", r.stderr)
 		})
 	}
+}
+
+// TestMissingFixtureFirstError: a fixture deleted after the tests were
+// generated fails the test build first in idem_gen_test.go, on a line
+// whose comment above declares it.
+func TestMissingFixtureFirstError(t *testing.T) {
+	dir := shopModule(t)
+	path := toolPath(t)
+	r := sh(t, dir, path, nil, "idemgen", "./payments")
+	require.Equal(t, 0, r.code, "idemgen: %s", r.stderr)
+	fixtures := filepath.Join(dir, "payments", "fixtures_test.go")
+	orig, err := os.ReadFile(fixtures)
+	require.NoError(t, err)
+	const sample = "func samplePaymentsChargeArgs(t *testing.T) (req ChargeRequest) {\n\treturn ChargeRequest{Account: \"acct-1\", Amount: 1250, Memo: \"first\"}\n}\n"
+	require.Contains(t, string(orig), sample)
+	require.NoError(t, os.WriteFile(fixtures, []byte(strings.Replace(string(orig), sample, "", 1)), 0o644))
+	r = sh(t, dir, path, nil, "go", "vet", "./payments")
+	require.NotEqual(t, 0, r.code)
+	var first string
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(line, ".go:") {
+			first = line
+			break
+		}
+	}
+	assert.Contains(t, first, "idem_gen_test.go:", "the first error is in the generated tests:\n%s", r.stderr)
+	assert.Contains(t, first, "undefined: samplePaymentsChargeArgs")
+	var lineNo int
+	_, err = fmt.Sscanf(first[strings.Index(first, "idem_gen_test.go:")+len("idem_gen_test.go:"):], "%d", &lineNo)
+	require.NoError(t, err, first)
+	src, err := os.ReadFile(filepath.Join(dir, "payments", "idem_gen_test.go"))
+	require.NoError(t, err)
+	lines := strings.Split(string(src), "\n")
+	require.Greater(t, lineNo, 1)
+	assert.Equal(t, "\t// func samplePaymentsChargeArgs(t *testing.T) (req ChargeRequest)", lines[lineNo-2], "the line above declares the fixture")
 }

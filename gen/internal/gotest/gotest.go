@@ -44,12 +44,45 @@ func File(m *ir.Package, migrations map[string][]byte) ([]byte, error) {
 func (e *emitter) emitTests(migrations map[string][]byte) ([]byte, error) {
 	f := golang.NewFile(e.m)
 	f.Add(e.testPackage(migrations))
+	f.Add(e.fixtures())
 	for _, r := range e.m.Receivers {
 		for _, m := range r.Methods {
 			f.Add(e.methodTest(r, m))
 		}
 	}
 	return golang.Render(f)
+}
+
+// fixtures: every fixture the tests call, each under its declaration, so
+// that a missing one fails the build here first, next to what to write.
+//
+//	var (
+//		// func newPaymentsForTest(t *testing.T, db *idemtest.DB) *Payments
+//		_ = newPaymentsForTest
+//		...
+//	)
+func (e *emitter) fixtures() jen.Code {
+	var items []jen.Code
+	add := func(decl, name string) {
+		items = append(items, jen.Comment(strings.Join(strings.Fields(decl), " ")), jen.Id("_").Op("=").Id(name))
+	}
+	for _, r := range e.m.Receivers {
+		add(names.ServiceDecl(r.Name), names.ServiceFixture(r.Name))
+		for _, m := range r.Methods {
+			if len(m.Params) > 0 {
+				add(names.SampleDecl(m.Receiver, m.Name, m.Params), names.SampleFixture(m.Receiver, m.Name))
+			}
+			if m.HasOtherFixture {
+				add(names.OtherDecl(m.Receiver, m.Name, m.Params), names.OtherFixture(m.Receiver, m.Name))
+			}
+			if m.HasEffectFixture && m.Mode != ir.ModeInline {
+				add(names.EffectDecl(m.Receiver, m.Name), names.EffectFixture(m.Receiver, m.Name))
+			}
+		}
+	}
+	return golang.Comment("The fixtures the tests call, written once in a _test.go file of this package. A missing one",
+		"fails the build here: declare it as the comment above its line says.").Line().
+		Var().Defs(items...).Line()
 }
 
 // testPackage:
