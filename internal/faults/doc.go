@@ -8,6 +8,12 @@
 // was the same, every intention settled (succeeded, or replays an outcome
 // stored as unknown), every call returned and no goroutine was left behind.
 //
+// TestFailover starts primaries with a pg_basebackup standby each (package
+// internal/pgcluster), kills each primary under load and promotes its
+// standby, with asynchronous and synchronous (on, remote_apply)
+// replication, and logs a table of lost and repeated effects per mode
+// (docs/ha.md).
+//
 // It is its own module so that its dependencies (the fault proxy) stay out of
 // the project's go.mod. Run it with the project's test script, or here:
 //

@@ -60,13 +60,14 @@ func (e *standbyEnv) leaveWhenWaiting(t *testing.T, ctx context.Context, call fu
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- call(ctx) }()
+	deadline := time.Now().Add(time.Minute)
 	for {
 		select {
 		case err := <-done:
 			return err
 		case <-time.After(5 * time.Millisecond):
 		}
-		if e.waiters(t) > 0 {
+		if e.waiters(t) > 0 || time.Now().After(deadline) {
 			cancel()
 			return <-done
 		}
@@ -132,6 +133,9 @@ func (e *standbyEnv) count(t *testing.T, query string) int {
 func TestCommitNotReplicatedIsNeverSuccess(t *testing.T) {
 	e := newStandbyEnv(t)
 	ctx := context.Background()
+	// Every call ends with the test (t.Context), so none can hold a
+	// connection the pool's Close would wait for.
+	keyed := func(key string) context.Context { return idem.ContextWithKey(t.Context(), key) }
 
 	// External: the claim commits while the standby is there; it stops
 	// while the body runs, so the outcome's write waits for it.
@@ -156,6 +160,7 @@ func TestCommitNotReplicatedIsNeverSuccess(t *testing.T) {
 	// The server's warning: the wait is cancelled by someone else before
 	// the finalise timeout, and the COMMIT itself reports success.
 	warned := make(chan error, 1)
+	e.waitWaiters(t, func(n int) bool { return n == 0 }) // the earlier calls' backends are done
 	go func() { _, err := e.atomic(keyed("warned")); warned <- err }()
 	e.cancelSyncRepWait(t)
 	require.ErrorIs(t, <-warned, idem.ErrOutcomeNotRecorded, "a COMMIT the server warned about")
