@@ -392,7 +392,7 @@ func inlineMutations() []mutation {
 			edits: []edit{
 				{"inline.go", `func(context.Context) (pgx.Tx, error) { return tx, nil }, "SAVEPOINT "+sp)`, `func(context.Context) (pgx.Tx, error) { return tx, nil }, "SELECT 1")`},
 				{"inline.go", `tx.Exec(uctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)`, `tx.Exec(uctx, "SELECT 1")`},
-				{"inline.go", `prefix := []pendingStmt{{sql: "ROLLBACK TO SAVEPOINT " + sp}, {sql: "RELEASE SAVEPOINT " + sp}}`, `prefix := []pendingStmt{{sql: "SELECT 1"}}`},
+				{"inline.go", `prefix := []pendingStmt{{sql: "ROLLBACK TO SAVEPOINT " + sp}, {sql: "RELEASE SAVEPOINT " + sp},`, `prefix := []pendingStmt{{sql: "SELECT 1"}, {sql: "SELECT 1"},`},
 				{"inline.go", "\tb.Queue(\"RELEASE SAVEPOINT \" + sp)\n", "\tb.Queue(\"SELECT 1\")\n"},
 			},
 			caught: map[string]*regexp.Regexp{
