@@ -33,7 +33,7 @@ func (b *builder) wantFixtures(pos token.Position, m *ir.Method, first int) {
 		b.fixtureSeen[recv] = true
 		b.fixtures = append(b.fixtures, fixtureWant{
 			pos: pos, name: recv, recv: m.Receiver, want: names.ServiceDecl(m.Receiver),
-			what: "builds the service under test on the test's database (db.Pool); create the tables it needs there",
+			what: "builds the service under test on the test's database (db.Pool), which already holds the package's migrations, your own tables' included; seed rows there if the service needs them",
 		})
 	}
 	b.wantEffectFixture(pos, m)
