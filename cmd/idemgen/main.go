@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -150,9 +149,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if debugModel {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out.Packages); err != nil {
+		// The model as the goldens keep it (model.json): paths relative to
+		// the directory idemgen runs in.
+		b, err := gen.ModelJSON(out.Packages, wd)
+		if err == nil {
+			_, err = stdout.Write(b)
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "idemgen: %v\n", err)
 			return 1
 		}

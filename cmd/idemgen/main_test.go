@@ -255,6 +255,7 @@ func (s *Svc) Do(ctx context.Context, tx pgx.Tx, req Req) (int, error) { return 
 	t.Setenv("GOFILE", "")
 	var out, errb bytes.Buffer
 	require.Equal(t, 0, run(context.Background(), []string{"-debug-model", "./..."}, &out, &errb), errb.String())
+	assert.NotContains(t, out.String(), dir, "paths are relative to the directory idemgen runs in")
 	var pkgs []gen.Package
 	require.NoError(t, json.Unmarshal(out.Bytes(), &pkgs))
 	require.Len(t, pkgs, 1)
