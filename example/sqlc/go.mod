@@ -1,0 +1,34 @@
+module github.com/idemgen/idemgen/example/sqlc
+
+go 1.26.0
+
+replace github.com/idemgen/idemgen => ../..
+
+require (
+	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
+	github.com/uptrace/bun v1.3.0
+	gorm.io/gorm v1.31.2
+)
+
+require (
+	github.com/dave/jennifer v1.7.1 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/jinzhu/inflection v1.0.0 // indirect
+	github.com/jinzhu/now v1.1.5 // indirect
+	github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
+	github.com/tmthrgd/go-hex v0.0.0-20190904060850-447a3041c3bc // indirect
+	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/mod v0.42.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+	golang.org/x/tools v0.52.0 // indirect
+)
+
+tool github.com/idemgen/idemgen/cmd/idemgen
