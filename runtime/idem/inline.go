@@ -232,41 +232,10 @@ func inlineAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *
 		return zero, fmt.Errorf("idem: %s: %w: the method sent no statement; write idem.InlineKeyFrom(ctx) into %s's idempotency columns", c.method, ErrKeyNotWritten, q.schema.Table)
 	}
 
-	// The key check and COMMIT travel in one round trip, detached from ctx
-	// (see replication.go).
-	cctx, cancel := s.commitContext(ctx)
-	defer cancel()
-	takeUnreplicated(pc.PgConn())
-	b := &pgx.Batch{}
-	b.Queue(q.check, c.scope, c.key, c.fp)
-	b.Queue("COMMIT")
-	br := pc.SendBatch(cctx, b)
-	_, err = br.Exec()
-	if isDivisionByZero(err) {
-		_ = br.Close()
-		return zero, keyNotWritten(c, q)
-	}
-	var commitTag pgconn.CommandTag
-	if err == nil {
-		commitTag, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && commitTag.String() != "COMMIT" {
-		return zero, fmt.Errorf("%w: %s: transaction was rolled back at commit (%s)", ErrStore, c.method, commitTag)
-	}
-	if uerr := s.unconfirmed(cctx, pc.PgConn()); uerr != nil {
-		return zero, outcomeUnknown(c, uerr)
-	}
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) {
-			// No answer: the next attempt's INSERT settles it (it
-			// conflicts with this row if it committed).
-			return zero, storeErr(c.method, "commit", fmt.Errorf("%w: %w", errCommitUnknown, err))
-		}
-		return zero, storeErr(c.method, "check key and commit", err)
+	// The key check and COMMIT travel in one round trip.
+	t := &pgxAttempt{conn: conn}
+	if err := commit(ctx, s, c, t, q.check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
+		return zero, err
 	}
 	s.hook(ctx, s.cfg.hooks.Claimed, ev)
 	return out, nil
