@@ -45,6 +45,9 @@ var errRowVanished = errors.New("idem: ledger row vanished between claim and rea
 // float, a string that is not UTF-8) is an error and rolls everything back.
 func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
 	var zero R
+	if err := s.needPool("Atomic", "AtomicSQL"); err != nil {
+		return zero, err
+	}
 	if err := m.check(s, false); err != nil {
 		return zero, err
 	}
@@ -53,14 +56,26 @@ func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []by
 		return zero, err
 	}
 	startOutcome(ctx, m.retention(s))
-	for attempt := 1; ; attempt++ {
-		out, err := atomicAttempt(ctx, s, m, c, body)
-		if err == nil || attempt >= s.cfg.maxAttempts ||
-			!(retryable(err) || errors.Is(err, errCommitUnknown) || errors.Is(err, errRowVanished)) {
+	return retryAttempts(ctx, s, c, func() (R, error) { return atomicAttempt(ctx, s, m, c, body) })
+}
+
+// retryAttempts runs attempt until it succeeds, fails for good, or the
+// store's attempts run out: serialization failures, deadlocks, unknown
+// COMMIT outcomes and rows that vanished are tried again after a backoff,
+// and an expired inline key that was freed at once.
+func retryAttempts[R any](ctx context.Context, s *Store, c call, attempt func() (R, error)) (R, error) {
+	var zero R
+	for n := 1; ; n++ {
+		out, err := attempt()
+		if err == nil || n >= s.cfg.maxAttempts ||
+			!(retryable(err) || errors.Is(err, errCommitUnknown) || errors.Is(err, errRowVanished) || errors.Is(err, errKeyFreed)) {
 			return out, err
 		}
-		s.cfg.logger.InfoContext(ctx, "idempotent transaction retried", "method", c.method, "key", c.key, "attempt", attempt, "err", err)
-		if berr := s.backoff(ctx, attempt); berr != nil {
+		s.cfg.logger.InfoContext(ctx, "idempotent transaction retried", "method", c.method, "key", c.key, "attempt", n, "err", err)
+		if errors.Is(err, errKeyFreed) {
+			continue // not contention: claim the freed key at once
+		}
+		if berr := s.backoff(ctx, n); berr != nil {
 			return zero, fmt.Errorf("%w (not retried: %w)", err, berr)
 		}
 	}
@@ -172,6 +187,10 @@ func commit(ctx context.Context, s *Store, c call, t attemptTx, stmt string, arg
 	pc := t.pgConn()
 	takeUnreplicated(pc)
 	commitTag, err := t.finish(cctx, stmt, args, "COMMIT")
+	if errors.Is(err, errBodyEndedTx) {
+		// A *sql.Tx the body committed or rolled back itself.
+		return fmt.Errorf("idem: %s: %w", c.method, err)
+	}
 	if isDivisionByZero(err) {
 		// A definite failure, not an unknown outcome: the COMMIT rolled
 		// back.
@@ -356,6 +375,9 @@ func (s *Store) rollback(ctx context.Context, conn *pgxpool.Conn) {
 // are returned, not retried: only the caller can retry its transaction.
 func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
 	var zero R
+	if err := s.needPool("AtomicInTx", "AtomicSQLInTx"); err != nil {
+		return zero, err
+	}
 	if err := m.check(s, false); err != nil {
 		return zero, err
 	}
