@@ -76,8 +76,10 @@ type path struct {
 }
 
 var pgxPath = path{
-	name:     "pgx",
-	newStore: func(db *idemtest.DB, opts ...idem.Option) (*idem.Store, error) { return idem.NewStore(db.Pool, opts...) },
+	name: "pgx",
+	newStore: func(db *idemtest.DB, opts ...idem.Option) (*idem.Store, error) {
+		return idem.NewStore(db.Pool, opts...)
+	},
 	begin: func(ctx context.Context, db *idemtest.DB) (callerTx, error) {
 		tx, err := db.Pool.Begin(ctx)
 		return pgxStmts{tx}, err
@@ -97,8 +99,10 @@ var pgxPath = path{
 }
 
 var sqlPath = path{
-	name:     "database/sql",
-	newStore: func(db *idemtest.DB, opts ...idem.Option) (*idem.Store, error) { return idem.NewSQLStore(db.SQL, opts...) },
+	name: "database/sql",
+	newStore: func(db *idemtest.DB, opts ...idem.Option) (*idem.Store, error) {
+		return idem.NewSQLStore(db.SQL, opts...)
+	},
 	begin: func(ctx context.Context, db *idemtest.DB) (callerTx, error) {
 		tx, err := db.SQL.BeginTx(ctx, nil)
 		return sqlStmts{tx}, err
