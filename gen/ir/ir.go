@@ -16,6 +16,7 @@ import (
 // generated code imports.
 const (
 	PgxPath      = "github.com/jackc/pgx/v5"
+	SQLPath      = "database/sql"
 	IdemPath     = "github.com/idemgen/idemgen/runtime/idem"
 	IdemtestPath = "github.com/idemgen/idemgen/runtime/idemtest"
 )
@@ -25,15 +26,32 @@ type Mode string
 
 // The two modes, decided from the method's parameters.
 const (
-	// ModeAtomic: the method takes a pgx.Tx; the claim, the work and the
+	// ModeAtomic: the method takes a transaction (Tx); the claim, the work and the
 	// stored response commit in one transaction.
 	ModeAtomic Mode = "atomic"
-	// ModeExternal: the method takes no pgx.Tx; the claim is an explicit
+	// ModeExternal: the method takes no transaction; the claim is an explicit
 	// in-progress row with a lock timeout and a fencing token.
 	ModeExternal Mode = "external"
-	// ModeInline: the method takes a pgx.Tx and its own INSERT writes the
+	// ModeInline: the method takes a transaction (Tx) and its own INSERT writes the
 	// key into the business row (-inline); a lookup method answers retries.
 	ModeInline Mode = "inline"
+)
+
+// Tx is the kind of transaction an atomic or inline method takes, decided
+// from its second parameter's type.
+type Tx string
+
+// The transaction kinds.
+const (
+	// TxNone: external mode, no transaction.
+	TxNone Tx = ""
+	// TxPgx: a pgx.Tx; the store is built from a *pgxpool.Pool
+	// (idem.NewStore) and the wrappers call idem.Atomic and idem.Inline.
+	TxPgx Tx = "pgx"
+	// TxSQL: a *sql.Tx (database/sql); the store is built from a *sql.DB
+	// (idem.NewSQLStore) and the wrappers call idem.AtomicSQL and
+	// idem.InlineSQL.
+	TxSQL Tx = "database/sql"
 )
 
 // Package is the model of one package: every annotated method in it and the
@@ -67,6 +85,9 @@ type Package struct {
 type Receiver struct {
 	Name    string // e.g. Payments
 	Methods []*Method
+	// Tx is the transaction kind its atomic and inline methods share, which
+	// decides the store its wrapper takes; TxNone when all are external.
+	Tx Tx `json:",omitempty"`
 }
 
 // Method is one annotated method.
@@ -78,6 +99,7 @@ type Method struct {
 	Pos      string // the directive's position, file:line:col
 
 	Mode        Mode
+	Tx          Tx            `json:",omitempty"` // atomic and inline modes: the transaction the method takes
 	Retention   time.Duration `json:",omitempty"` // 0: the store's default
 	LockTimeout time.Duration `json:",omitempty"` // external mode; 0: the store's default
 	FinalErrors []string      `json:",omitempty"` // package-level error variables

@@ -40,10 +40,17 @@ func NoResult[X, A any](f func(X, context.Context, A) error) func(X, context.Con
 	return func(x X, ctx context.Context, a A) (struct{}, error) { return struct{}{}, f(x, ctx, a) }
 }
 
-// NoResultTx is NoResult for a method that takes a transaction.
-func NoResultTx[X, A any](f func(X, context.Context, pgx.Tx, A) error) func(X, context.Context, pgx.Tx, A) (struct{}, error) {
-	return func(x X, ctx context.Context, tx pgx.Tx, a A) (struct{}, error) { return struct{}{}, f(x, ctx, tx, a) }
+// NoResultTx is NoResult for a method that takes a transaction T (pgx.Tx
+// or *sql.Tx).
+func NoResultTx[X, T, A any](f func(X, context.Context, T, A) error) func(X, context.Context, T, A) (struct{}, error) {
+	return func(x X, ctx context.Context, tx T, a A) (struct{}, error) { return struct{}{}, f(x, ctx, tx, a) }
 }
+
+// StoreFunc builds a scenario's store over its database with the suite's
+// options (clock, hooks, table): a suite's Store field. nil builds it from
+// db.Pool (idem.NewStore); a type whose methods take a *sql.Tx builds it
+// from db.SQL (idem.NewSQLStore).
+type StoreFunc func(db *DB, opts ...idem.Option) (*idem.Store, error)
 
 // env is one scenario's fresh database (the package's migrations applied),
 // its store, the store's clock, and counts of method bodies run (through
@@ -62,9 +69,10 @@ type env struct {
 	effectsBefore int
 }
 
-// newEnv creates the scenario's database and a store over it whose clock
-// the scenario controls. A nil clock (inline mode) leaves the database's.
-func newEnv(t *testing.T, pkg Package, method string, withClock bool) *env {
+// newEnv creates the scenario's database and a store over it (built by
+// store; nil: idem.NewStore over db.Pool) whose clock the scenario
+// controls. Without withClock (inline mode) the store reads the database's.
+func newEnv(t *testing.T, pkg Package, method string, withClock bool, store StoreFunc) *env {
 	t.Helper()
 	table := pkg.Table
 	if table == "" {
@@ -85,11 +93,14 @@ func newEnv(t *testing.T, pkg Package, method string, withClock bool) *env {
 		e.clock = NewClock(time.Time{})
 		opts = append(opts, idem.WithClock(e.clock.Now))
 	}
-	store, err := idem.NewStore(e.db.Pool, opts...)
-	if err != nil {
-		t.Fatalf("idem.NewStore: %v", err)
+	if store == nil {
+		store = func(db *DB, opts ...idem.Option) (*idem.Store, error) { return idem.NewStore(db.Pool, opts...) }
 	}
-	e.store = store
+	st, err := store(e.db, opts...)
+	if err != nil {
+		t.Fatalf("build the store (%s): %v", funcName(store), err)
+	}
+	e.store = st
 	return e
 }
 

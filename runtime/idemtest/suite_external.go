@@ -26,7 +26,11 @@ import (
 // finish, Step and DownstreamKey survive a takeover, and a key reused after
 // its retention gets a new downstream key.
 type External[S, W, A, R any] struct {
-	Package     Package
+	Package Package
+	// Store builds the store (nil: idem.NewStore over db.Pool); the
+	// methods of a type whose other methods take a *sql.Tx share their
+	// store, built by idem.NewSQLStore over db.SQL.
+	Store       StoreFunc
 	Method      *idem.Method[R]
 	Fingerprint func(A) []byte
 	New         func(*testing.T, *DB) S                // the package's fixture, e.g. newPaymentsForTest
@@ -56,7 +60,7 @@ func (s External[S, W, A, R]) Run(t *testing.T) {
 
 func (s External[S, W, A, R]) ledger() ledgerSuite[S, W, A, R] {
 	return ledgerSuite[S, W, A, R]{
-		pkg: s.Package, method: s.Method, fp: s.Fingerprint, newSvc: s.New, wrap: s.Wrap, call: s.Call,
+		pkg: s.Package, store: s.Store, method: s.Method, fp: s.Fingerprint, newSvc: s.New, wrap: s.Wrap, call: s.Call,
 		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm, external: true,
 		direct: func(ctx context.Context, e *env, svc S, a A, work bool, fail error) (R, error) {
 			return idem.External(ctx, e.store, s.Method, s.Fingerprint(a), func(ctx context.Context) (R, error) {

@@ -14,9 +14,10 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
-// Inline is the generated test suite of one inline-mode method, whose key
-// lives in the row its own INSERT writes: S is the service, W its
-// generated wrapper, A the request and R the response.
+// InlineTx is the generated test suite of one inline-mode method, whose
+// key lives in the row its own INSERT writes, in a transaction T: Inline
+// for a pgx.Tx, InlineSQL for a *sql.Tx. S is the service, W its generated
+// wrapper, A the request and R the response.
 //
 // Run checks, against a real PostgreSQL holding the package's migrations
 // and counting rows of the business table itself: twins and a storm write
@@ -25,23 +26,31 @@ import (
 // keys off their rows and leaves live ones, a failing body or one that
 // forgets its key leaves no row, and MInTx keeps the caller's transaction
 // usable.
-type Inline[S, W, A, R any] struct {
-	Package     Package
+type InlineTx[S, W, A, R, T any] struct {
+	Package Package
+	// Store builds the store (nil: idem.NewStore over db.Pool); a method
+	// that takes a *sql.Tx needs idem.NewSQLStore over db.SQL.
+	Store       StoreFunc
 	Method      *idem.InlineMethod[R]
 	Fingerprint func(A) []byte
-	New         func(*testing.T, *DB) S                                             // the package's fixture
-	Wrap        func(S, *idem.Store) W                                              // the generated constructor
-	Call        func(W, context.Context, A) (R, error)                              // the wrapper's method
-	CallInTx    func(W, context.Context, pgx.Tx, A) (R, error)                      // the wrapper's MInTx
-	Sweep       func(W, context.Context, int) (int64, error)                        // the wrapper's Sweep<M>Keys
-	Body        func(S, context.Context, pgx.Tx, A) (R, error)                      // the service's own method
-	Lookup      func(S, context.Context, pgx.Tx, idem.InlineKey) (R, []byte, error) // the service's lookup
-	Sample      func(*testing.T) A                                                  // the sample fixture
+	New         func(*testing.T, *DB) S                                        // the package's fixture
+	Wrap        func(S, *idem.Store) W                                         // the generated constructor
+	Call        func(W, context.Context, A) (R, error)                         // the wrapper's method
+	CallInTx    func(W, context.Context, T, A) (R, error)                      // the wrapper's MInTx
+	Sweep       func(W, context.Context, int) (int64, error)                   // the wrapper's Sweep<M>Keys
+	Body        func(S, context.Context, T, A) (R, error)                      // the service's own method
+	Lookup      func(S, context.Context, T, idem.InlineKey) (R, []byte, error) // the service's lookup
+	Sample      func(*testing.T) A                                             // the sample fixture
 	// Other returns a second valid request whose fingerprint differs from
-	// the sample's (see Atomic.Other); nil: no mismatch scenario.
+	// the sample's (see AtomicTx.Other); nil: no mismatch scenario.
 	Other func(*testing.T) A
 	Storm int // concurrent requests in the storm; 0: DefaultStorm
+
+	rt txRuntime[R, T] // set by Run
 }
+
+// Inline is the suite of an inline method that takes a pgx.Tx.
+type Inline[S, W, A, R any] = InlineTx[S, W, A, R, pgx.Tx]
 
 // inlineEnv is one inline scenario's database, service and wrapper, and
 // the business table's name as SQL.
@@ -53,7 +62,8 @@ type inlineEnv[S, W any] struct {
 }
 
 // Run runs every scenario as a subtest of t.
-func (s Inline[S, W, A, R]) Run(t *testing.T) {
+func (s InlineTx[S, W, A, R, T]) Run(t *testing.T) {
+	s.rt = runtimeOf[R, T](t)
 	n := s.Storm
 	if n == 0 {
 		n = DefaultStorm
@@ -77,9 +87,9 @@ func (s Inline[S, W, A, R]) Run(t *testing.T) {
 // setup builds the service and its wrapper over a fresh database holding
 // the package's migrations, with a store that reads the database's clock
 // (the column default stamps a key's claimed-at time).
-func (s Inline[S, W, A, R]) setup(t *testing.T) inlineEnv[S, W] {
+func (s InlineTx[S, W, A, R, T]) setup(t *testing.T) inlineEnv[S, W] {
 	t.Helper()
-	e := newEnv(t, s.Package, s.Method.Name, false)
+	e := newEnv(t, s.Package, s.Method.Name, false, s.Store)
 	schema, err := ledger.NewInline(s.Method.Table)
 	if err != nil {
 		t.Fatalf("inline table %q: %v", s.Method.Table, err)
@@ -121,7 +131,7 @@ func (ie inlineEnv[S, W]) wantTotal(t *testing.T, want int, why string) {
 // age moves key's claimed-at time back past the retention (expired), or
 // back three quarters of it (a live key that a too short retention would
 // take for expired).
-func (s Inline[S, W, A, R]) age(t *testing.T, ie inlineEnv[S, W], key string, expired bool) {
+func (s InlineTx[S, W, A, R, T]) age(t *testing.T, ie inlineEnv[S, W], key string, expired bool) {
 	t.Helper()
 	keep := retentionOf(s.Method.Retention)
 	by := keep + time.Minute
@@ -135,7 +145,7 @@ func (s Inline[S, W, A, R]) age(t *testing.T, ie inlineEnv[S, W], key string, ex
 	must(t, "age the key", err)
 }
 
-func (s Inline[S, W, A, R]) once(t *testing.T, ie inlineEnv[S, W], ctx context.Context, a A, what string) {
+func (s InlineTx[S, W, A, R, T]) once(t *testing.T, ie inlineEnv[S, W], ctx context.Context, a A, what string) {
 	t.Helper()
 	if _, err := s.Call(ie.w, ctx, a); err != nil {
 		t.Fatalf("%s (key %q; the request from %s must succeed): %v", what, keyOf(ctx), funcName(s.Sample), err)
@@ -143,7 +153,7 @@ func (s Inline[S, W, A, R]) once(t *testing.T, ie inlineEnv[S, W], ctx context.C
 }
 
 // race: n identical requests released at once: one row, equal responses.
-func (s Inline[S, W, A, R]) race(n int, key string) func(*testing.T) {
+func (s InlineTx[S, W, A, R, T]) race(n int, key string) func(*testing.T) {
 	return func(t *testing.T) {
 		ie := s.setup(t)
 		a := s.Sample(t)
@@ -159,7 +169,7 @@ func (s Inline[S, W, A, R]) race(n int, key string) func(*testing.T) {
 
 // mismatch: the same key with another request is refused with
 // idem.ErrMismatch and writes nothing.
-func (s Inline[S, W, A, R]) mismatch(t *testing.T) {
+func (s InlineTx[S, W, A, R, T]) mismatch(t *testing.T) {
 	ie := s.setup(t)
 	ctx := keyCtx(t, "reused", "")
 	s.once(t, ie, ctx, s.Sample(t), "first request")
@@ -174,7 +184,7 @@ func (s Inline[S, W, A, R]) mismatch(t *testing.T) {
 
 // twoCalls: different keys, or one key in two scopes, are two requests:
 // two rows.
-func (s Inline[S, W, A, R]) twoCalls(t *testing.T, key1, scope1, key2, scope2 string) {
+func (s InlineTx[S, W, A, R, T]) twoCalls(t *testing.T, key1, scope1, key2, scope2 string) {
 	ie := s.setup(t)
 	a := s.Sample(t)
 	before := ie.count(t, "")
@@ -185,7 +195,7 @@ func (s Inline[S, W, A, R]) twoCalls(t *testing.T, key1, scope1, key2, scope2 st
 
 // expired: a key sent again after the retention is new: a second row, the
 // first keeps its data and loses its key.
-func (s Inline[S, W, A, R]) expired(t *testing.T) {
+func (s InlineTx[S, W, A, R, T]) expired(t *testing.T) {
 	ie := s.setup(t)
 	a := s.Sample(t)
 	ctx := keyCtx(t, "expiring", "")
@@ -202,7 +212,7 @@ func (s Inline[S, W, A, R]) expired(t *testing.T) {
 
 // sweep: the sweep takes nothing off a live key, and takes an expired key
 // off its row; it deletes no row.
-func (s Inline[S, W, A, R]) sweep(t *testing.T) {
+func (s InlineTx[S, W, A, R, T]) sweep(t *testing.T) {
 	ie := s.setup(t)
 	a := s.Sample(t)
 	before := ie.count(t, "")
@@ -223,7 +233,7 @@ func (s Inline[S, W, A, R]) sweep(t *testing.T) {
 // janitor: the generated constructor registers the method with its store
 // (idem.RegisterInline), so the store's janitor (Store.SweepAll, which
 // StartJanitor runs) takes the method's expired keys off their rows too.
-func (s Inline[S, W, A, R]) janitor(t *testing.T) {
+func (s InlineTx[S, W, A, R, T]) janitor(t *testing.T) {
 	ie := s.setup(t)
 	s.once(t, ie, keyCtx(t, "expiring", ""), s.Sample(t), "the expiring key's request")
 	s.age(t, ie, "expiring", true)
@@ -235,12 +245,12 @@ func (s Inline[S, W, A, R]) janitor(t *testing.T) {
 
 // failing: a body that writes its row and then fails leaves no row: no
 // error is stored, and a retry runs.
-func (s Inline[S, W, A, R]) failing(t *testing.T) {
+func (s InlineTx[S, W, A, R, T]) failing(t *testing.T) {
 	ie := s.setup(t)
 	a := s.Sample(t)
 	ctx := keyCtx(t, "failing", "")
 	before := ie.count(t, "")
-	_, err := idem.Inline(ctx, ie.store, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx pgx.Tx) (R, error) {
+	_, err := s.rt.inline(ctx, ie.store, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx T) (R, error) {
 		r, err := s.Body(ie.svc, ctx, tx, a)
 		if err != nil {
 			return r, err
@@ -255,8 +265,8 @@ func (s Inline[S, W, A, R]) failing(t *testing.T) {
 	ie.wantKeyed(t, "failing", 1)
 }
 
-func (s Inline[S, W, A, R]) lookup(svc S) idem.InlineLookup[R] {
-	return func(ctx context.Context, tx pgx.Tx, k idem.InlineKey) (R, []byte, error) {
+func (s InlineTx[S, W, A, R, T]) lookup(svc S) lookupFunc[R, T] {
+	return func(ctx context.Context, tx T, k idem.InlineKey) (R, []byte, error) {
 		return s.Lookup(svc, ctx, tx, k)
 	}
 }
@@ -264,11 +274,11 @@ func (s Inline[S, W, A, R]) lookup(svc S) idem.InlineLookup[R] {
 // forgetful: a body that writes no row under its own key (here the method
 // given another key) is refused with idem.ErrKeyNotWritten, and its row
 // rolls back.
-func (s Inline[S, W, A, R]) forgetful(t *testing.T) {
+func (s InlineTx[S, W, A, R, T]) forgetful(t *testing.T) {
 	ie := s.setup(t)
 	a := s.Sample(t)
 	before := ie.count(t, "")
-	_, err := idem.Inline(keyCtx(t, "forgetful", ""), ie.store, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx pgx.Tx) (R, error) {
+	_, err := s.rt.inline(keyCtx(t, "forgetful", ""), ie.store, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx T) (R, error) {
 		k, _ := idem.InlineKeyFrom(ctx)
 		k.Key += "-elsewhere"
 		return s.Body(ie.svc, idem.ContextWithInlineKey(ctx, k), tx, a)
@@ -281,13 +291,13 @@ func (s Inline[S, W, A, R]) forgetful(t *testing.T) {
 
 // inTx: inside one caller transaction (MInTx) a retry replays, another
 // request is refused, and the transaction stays usable.
-func (s Inline[S, W, A, R]) inTx(t *testing.T) {
+func (s InlineTx[S, W, A, R, T]) inTx(t *testing.T) {
 	ie := s.setup(t)
 	a := s.Sample(t)
 	ctx := keyCtx(t, "in-tx", "")
-	tx, err := ie.db.Pool.Begin(ctx)
+	tx, err := s.rt.begin(ctx, ie.db)
 	must(t, "begin", err)
-	defer func() { _ = tx.Rollback(ctx) }() // after Commit, a no-op
+	defer func() { _ = s.rt.rollback(ctx, tx) }() // after Commit, a no-op
 	first, err := s.CallInTx(ie.w, ctx, tx, a)
 	must(t, "first call (the request from "+funcName(s.Sample)+" must succeed)", err)
 	again, err := s.CallInTx(ie.w, ctx, tx, a)
@@ -301,24 +311,24 @@ func (s Inline[S, W, A, R]) inTx(t *testing.T) {
 			t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+	if err := s.rt.exec(ctx, tx, "SELECT 1"); err != nil {
 		t.Fatalf("the caller's transaction is unusable after a refused claim: %v", err)
 	}
-	must(t, "commit", tx.Commit(ctx))
+	must(t, "commit", s.rt.commit(ctx, tx))
 	ie.wantKeyed(t, "in-tx", 1)
 }
 
 // failingInTx: inside one caller transaction, a body that writes its row
 // and then fails leaves no row, and the transaction stays usable.
-func (s Inline[S, W, A, R]) failingInTx(t *testing.T) {
+func (s InlineTx[S, W, A, R, T]) failingInTx(t *testing.T) {
 	ie := s.setup(t)
 	a := s.Sample(t)
 	ctx := keyCtx(t, "in-tx-failing", "")
 	before := ie.count(t, "")
-	tx, err := ie.db.Pool.Begin(ctx)
+	tx, err := s.rt.begin(ctx, ie.db)
 	must(t, "begin", err)
-	defer func() { _ = tx.Rollback(ctx) }() // after Commit, a no-op
-	_, err = idem.InlineInTx(ctx, ie.store, tx, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx pgx.Tx) (R, error) {
+	defer func() { _ = s.rt.rollback(ctx, tx) }() // after Commit, a no-op
+	_, err = s.rt.inlineInTx(ctx, ie.store, tx, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx T) (R, error) {
 		r, err := s.Body(ie.svc, ctx, tx, a)
 		if err != nil {
 			return r, err
@@ -328,10 +338,10 @@ func (s Inline[S, W, A, R]) failingInTx(t *testing.T) {
 	if !errors.Is(err, errInjected) {
 		t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 	}
-	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+	if err := s.rt.exec(ctx, tx, "SELECT 1"); err != nil {
 		t.Fatalf("the caller's transaction is unusable after the failed body: %v", err)
 	}
-	must(t, "commit", tx.Commit(ctx))
+	must(t, "commit", s.rt.commit(ctx, tx))
 	ie.wantTotal(t, before, "the failed body's row must roll back")
 	s.once(t, ie, ctx, a, "retry after the failed attempt")
 	ie.wantKeyed(t, "in-tx-failing", 1)

@@ -13,6 +13,7 @@ import (
 // keep their keys in the ledger table.
 type ledgerSuite[S, W, A, R any] struct {
 	pkg      Package
+	store    StoreFunc
 	method   *idem.Method[R]
 	fp       func(A) []byte
 	newSvc   func(*testing.T, *DB) S
@@ -32,7 +33,7 @@ type ledgerSuite[S, W, A, R any] struct {
 // fresh database holding the package's migrations.
 func (l ledgerSuite[S, W, A, R]) setup(t *testing.T) (*env, S, W) {
 	t.Helper()
-	e := newEnv(t, l.pkg, l.method.Name, true)
+	e := newEnv(t, l.pkg, l.method.Name, true, l.store)
 	svc := l.newSvc(t, e.db)
 	e.countEffects(t, l.effects)
 	return e, svc, l.wrap(svc, e.store)

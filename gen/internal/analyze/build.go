@@ -167,6 +167,7 @@ func (b *builder) methods(fs []directive.Found) {
 		sort.Slice(r.Methods, func(i, j int) bool { return r.Methods[i].Name < r.Methods[j].Name })
 		m.Receivers = append(m.Receivers, r)
 		checkWrapperNames(r, dirOf, b.e)
+		checkStoreKind(r, dirOf, b.e)
 	}
 	sort.Slice(m.Receivers, func(i, j int) bool { return m.Receivers[i].Name < m.Receivers[j].Name })
 }
@@ -185,6 +186,25 @@ func checkWrapperNames(r *ir.Receiver, dirOf map[*ir.Method]*directive.Directive
 			continue
 		}
 		e.Add(dirOf[m].Pos, "the wrapper %s gets a method %sInTx (%s run in the caller's transaction), which collides with the wrapper of the annotated method %s.%s at %s; rename one of the two methods", names.Wrapper(r.Name), m.Name, m.Name, r.Name, other.Name, dirOf[other].Pos)
+	}
+}
+
+// checkStoreKind sets the transaction kind r's methods share, which
+// decides the store its wrapper takes, and refuses a type whose methods
+// take both kinds: its wrapper holds one store, built either from a
+// *pgxpool.Pool or from a *sql.DB, and each runs one kind of transaction.
+func checkStoreKind(r *ir.Receiver, dirOf map[*ir.Method]*directive.Directive, e *diag.Errs) {
+	var first *ir.Method
+	for _, m := range r.Methods {
+		switch {
+		case m.Tx == ir.TxNone:
+		case first == nil:
+			first, r.Tx = m, m.Tx
+		case m.Tx != first.Tx:
+			e.Add(dirOf[m].Pos, "%s takes a %s, but %s (at %s) takes a %s: the wrapper %s holds one store, built either from a *pgxpool.Pool (idem.NewStore, for pgx.Tx) "+
+				"or from a *sql.DB (idem.NewSQLStore, for *sql.Tx), and a store runs one kind of transaction; take the same kind in every annotated method of %s, or move this one to a type of its own",
+				m.Key, txSource(m.Tx), first.Key, dirOf[first].Pos, txSource(first.Tx), names.Wrapper(r.Name), r.Name)
+		}
 	}
 }
 
@@ -308,11 +328,11 @@ func (b *builder) resolve(d *directive.Directive, decl *ast.FuncDecl) (fn *types
 	return fn, sig, recv
 }
 
-// mode decides m's mode from its parameters (a pgx.Tx after ctx: atomic;
-// none: external) and checks it against -mode and -lock-timeout. It returns
-// the index of the first fingerprinted parameter, -1 when the method takes
-// no context.Context (and nothing else can be checked), and whether the
-// parameters fit the mode.
+// mode decides m's mode from its parameters (a transaction after ctx,
+// pgx.Tx or *sql.Tx: atomic; none: external) and checks it against -mode
+// and -lock-timeout. It returns the index of the first fingerprinted
+// parameter, -1 when the method takes no context.Context (and nothing else
+// can be checked), and whether the parameters fit the mode.
 func (b *builder) mode(d *directive.Directive, m *ir.Method, sig *types.Signature, namePos token.Position) (int, bool) {
 	params := sig.Params()
 	if params.Len() == 0 || !isNamed(params.At(0).Type(), "context", "Context") {
@@ -321,15 +341,20 @@ func (b *builder) mode(d *directive.Directive, m *ir.Method, sig *types.Signatur
 	}
 	ok := true
 	first := 1
-	hasTx := params.Len() > 1 && isNamed(params.At(1).Type(), ir.PgxPath, "Tx")
+	tx := ir.TxNone
+	if params.Len() > 1 {
+		tx = txKind(params.At(1).Type())
+	}
+	hasTx := tx != ir.TxNone
 	switch {
 	case d.Mode == string(ir.ModeAtomic) && !hasTx:
-		b.e.Add(d.Pos, "-mode=atomic needs a pgx.Tx as the second parameter of %s, so the claim and the work commit together; add tx pgx.Tx or drop -mode to use external mode", m.Key)
+		b.e.Add(d.Pos, "-mode=atomic needs a transaction as the second parameter of %s, so the claim and the work commit together; add tx pgx.Tx (or tx *sql.Tx on database/sql) or drop -mode to use external mode", m.Key)
 		ok = false
 	case d.Mode == string(ir.ModeExternal) && hasTx:
-		b.e.Add(d.Pos, "-mode=external runs %s outside any transaction, but it takes a pgx.Tx; remove the tx parameter or drop -mode to use atomic mode", m.Key)
+		b.e.Add(d.Pos, "-mode=external runs %s outside any transaction, but it takes a %s; remove the tx parameter or drop -mode to use atomic mode", m.Key, txSource(tx))
 		ok = false
 	}
+	m.Tx = tx
 	if hasTx {
 		m.Mode = ir.ModeAtomic
 		first = 2
@@ -337,18 +362,37 @@ func (b *builder) mode(d *directive.Directive, m *ir.Method, sig *types.Signatur
 		m.Mode = ir.ModeExternal
 	}
 	if m.Mode == ir.ModeAtomic && d.IsSet("lock-timeout") {
-		b.e.Add(d.Pos, "-lock-timeout applies to external-mode methods only; %s runs in one transaction (it takes a pgx.Tx), so remove -lock-timeout", m.Key)
+		b.e.Add(d.Pos, "-lock-timeout applies to external-mode methods only; %s runs in one transaction (it takes a %s), so remove -lock-timeout", m.Key, txSource(tx))
 		ok = false
 	}
 	for i := 1; i < params.Len(); i++ {
 		if i > 1 || !hasTx {
-			if isNamed(params.At(i).Type(), ir.PgxPath, "Tx") {
-				b.e.Add(b.l.Pkg.Fset.Position(params.At(i).Pos()), "%s takes a pgx.Tx as parameter %d: the transaction must come right after ctx (atomic mode)", m.Key, i+1)
+			if k := txKind(params.At(i).Type()); k != ir.TxNone {
+				b.e.Add(b.l.Pkg.Fset.Position(params.At(i).Pos()), "%s takes a %s as parameter %d: the transaction must come right after ctx (atomic mode)", m.Key, txSource(k), i+1)
 				ok = false
 			}
 		}
 	}
 	return first, ok
+}
+
+// txKind is the kind of transaction t is: a pgx.Tx, a *sql.Tx, or neither.
+func txKind(t types.Type) ir.Tx {
+	if isNamed(t, ir.PgxPath, "Tx") {
+		return ir.TxPgx
+	}
+	if p, isPtr := types.Unalias(t).(*types.Pointer); isPtr && isNamed(p.Elem(), ir.SQLPath, "Tx") {
+		return ir.TxSQL
+	}
+	return ir.TxNone
+}
+
+// txSource is a transaction kind's type as Go source spells it.
+func txSource(k ir.Tx) string {
+	if k == ir.TxSQL {
+		return "*sql.Tx"
+	}
+	return "pgx.Tx"
 }
 
 // results checks that m returns (R, error) or error, and that R survives
@@ -395,8 +439,8 @@ func (b *builder) params(m *ir.Method, sig *types.Signature, first int) bool {
 		local := b.paramLocal(name, i-first+1, used, pkgNames)
 		walk.pos, walk.param = b.l.Pkg.Fset.Position(v.Pos()), len(m.Params)
 		switch {
-		case isNamed(v.Type(), ir.PgxPath, "Tx"):
-			ok = false // reported by modeOf: a transaction is not a request to fingerprint
+		case txKind(v.Type()) != ir.TxNone:
+			ok = false // reported by mode: a transaction is not a request to fingerprint
 		case b.foreignTx(walk.pos, m, v.Type(), i+1):
 			ok = false
 		case !walk.check(v.Type(), name, []string{}, map[string]bool{}):
@@ -408,24 +452,38 @@ func (b *builder) params(m *ir.Method, sig *types.Signature, first int) bool {
 	return ok
 }
 
-// foreignTxs are transaction types of other database libraries, with how a
-// method that holds one reaches PostgreSQL.
-var foreignTxs = map[string]string{
-	"database/sql.Tx":                      "database/sql",
-	"database/sql.DB":                      "database/sql",
-	"database/sql.Conn":                    "database/sql",
-	"gorm.io/gorm.DB":                      "GORM",
-	"github.com/uptrace/bun.Tx":            "bun",
-	"github.com/uptrace/bun.IDB":           "bun",
-	"github.com/jmoiron/sqlx.Tx":           "sqlx",
-	"github.com/jmoiron/sqlx.DB":           "sqlx",
-	"github.com/jackc/pgx/v5.Conn":         "pgx (a connection, not a transaction)",
-	"github.com/jackc/pgx/v5/pgxpool.Pool": "pgx (a pool, not a transaction)",
+// foreignTx is another library's transaction or database handle: how
+// messages name the library, the transaction to take instead (tx), and how
+// to get that one, in one line (how).
+type foreignTx struct{ lib, tx, how string }
+
+// How a method reaches the transaction idemgen runs it in.
+const (
+	howSQL  = "the wrapper begins it on the store's *sql.DB, built by idem.NewSQLStore"
+	howBun  = "a bun.Tx embeds it: tx.Tx; bun's queries run on it with .Conn(tx)"
+	howSqlx = "a *sqlx.Tx embeds it: tx.Tx"
+	howPgx  = "the wrapper begins it on the store's *pgxpool.Pool, built by idem.NewStore"
+)
+
+// foreignTxs are transaction types and handles of database libraries, by
+// qualified name, that an atomic or inline method cannot take.
+var foreignTxs = map[string]foreignTx{
+	"database/sql.Tx":                      {"database/sql", "*sql.Tx", "a pointer: database/sql hands out *sql.Tx"},
+	"database/sql.DB":                      {"database/sql", "*sql.Tx", howSQL},
+	"database/sql.Conn":                    {"database/sql", "*sql.Tx", howSQL},
+	"gorm.io/gorm.DB":                      {"GORM", "*sql.Tx", "a GORM transaction holds it: tx.Statement.ConnPool.(*sql.Tx), with PrepareStmt off"},
+	"github.com/uptrace/bun.Tx":            {"bun", "*sql.Tx", howBun},
+	"github.com/uptrace/bun.IDB":           {"bun", "*sql.Tx", howBun},
+	"github.com/jmoiron/sqlx.Tx":           {"sqlx", "*sql.Tx", howSqlx},
+	"github.com/jmoiron/sqlx.DB":           {"sqlx", "*sql.Tx", howSqlx},
+	"github.com/jackc/pgx/v5.Conn":         {"pgx", "pgx.Tx", howPgx},
+	"github.com/jackc/pgx/v5/pgxpool.Pool": {"pgx", "pgx.Tx", howPgx},
 }
 
 // foreignTx reports, in one line, a parameter that is another library's
 // transaction or handle: it is not a request to fingerprint, and idemgen's
-// atomic and inline modes take a pgx.Tx.
+// atomic and inline modes take a transaction they begin themselves, a
+// pgx.Tx or a *sql.Tx; the line says how to take one.
 func (b *builder) foreignTx(pos token.Position, m *ir.Method, param types.Type, n int) bool {
 	t := param
 	if p, isPtr := types.Unalias(t).(*types.Pointer); isPtr {
@@ -435,12 +493,12 @@ func (b *builder) foreignTx(pos token.Position, m *ir.Method, param types.Type, 
 	if !isNamedT || named.Obj().Pkg() == nil {
 		return false
 	}
-	lib, found := foreignTxs[named.Obj().Pkg().Path()+"."+named.Obj().Name()]
+	f, found := foreignTxs[named.Obj().Pkg().Path()+"."+named.Obj().Name()]
 	if !found {
 		return false
 	}
-	b.e.Add(pos, "%s takes a %s handle (%s) as parameter %d: idemgen's atomic and inline modes run the work in a pgx.Tx "+
-		"(github.com/jackc/pgx/v5) right after ctx; take tx pgx.Tx there instead, or drop the parameter for external mode", m.Key, lib, types.TypeString(param, b.qualifier), n)
+	b.e.Add(pos, "%s takes a %s handle (%s) as parameter %d, which is not a transaction idemgen can run the method in: take tx %s right after ctx instead (%s), or drop the parameter for external mode",
+		m.Key, f.lib, types.TypeString(param, b.qualifier), n, f.tx, f.how)
 	return true
 }
 

@@ -31,9 +31,13 @@ func (b *builder) wantFixtures(pos token.Position, m *ir.Method, first int) {
 	recv := names.ServiceFixture(m.Receiver)
 	if !b.fixtureSeen[recv] {
 		b.fixtureSeen[recv] = true
+		handle := "db.Pool"
+		if m.Tx == ir.TxSQL {
+			handle = "db.SQL, a *sql.DB"
+		}
 		b.fixtures = append(b.fixtures, fixtureWant{
 			pos: pos, name: recv, recv: m.Receiver, want: names.ServiceDecl(m.Receiver),
-			what: "builds the service under test on the test's database (db.Pool), which already holds the package's migrations, your own tables' included; seed rows there if the service needs them",
+			what: "builds the service under test on the test's database (" + handle + "), which already holds the package's migrations, your own tables' included; seed rows there if the service needs them",
 		})
 	}
 	b.wantEffectFixture(pos, m)

@@ -11,9 +11,19 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
-// inlineLookupSig is the lookup's signature as a sentence.
-func inlineLookupSig(recv, name, result string) string {
-	return fmt.Sprintf("func (%s) %s(ctx context.Context, tx pgx.Tx, k idem.InlineKey) (%s, []byte, error)", recv, name, result)
+// inlineLookupSig is the lookup's signature as a sentence; tx is the
+// transaction type as source spells it.
+func inlineLookupSig(recv, name, tx, result string) string {
+	return fmt.Sprintf("func (%s) %s(ctx context.Context, tx %s, k idem.InlineKey) (%s, []byte, error)", recv, name, tx, result)
+}
+
+// noRows is the error a lookup wraps when no row holds the key, by the
+// transaction kind it reads in.
+func noRows(k ir.Tx) string {
+	if k == ir.TxSQL {
+		return "sql.ErrNoRows"
+	}
+	return "pgx.ErrNoRows"
 }
 
 // inline checks the inline-mode flags of a method and fills m.Inline. It
@@ -29,9 +39,8 @@ func (b *builder) inline(d *directive.Directive, m *ir.Method, recv *types.Named
 		b.e.Add(d.Pos, "-inline: %v", err)
 		ok = false
 	}
-	hasTx := sig.Params().Len() > 1 && isNamed(sig.Params().At(1).Type(), ir.PgxPath, "Tx")
-	if !hasTx {
-		b.e.Add(d.Pos, "-inline needs a pgx.Tx as the second parameter of %s: its own INSERT, in that transaction, is the claim", m.Key)
+	if m.Tx == ir.TxNone {
+		b.e.Add(d.Pos, "-inline needs a transaction, pgx.Tx or *sql.Tx, as the second parameter of %s: its own INSERT, in that transaction, is the claim", m.Key)
 		ok = false
 	}
 	if d.Mode != "" {
@@ -50,23 +59,28 @@ func (b *builder) inline(d *directive.Directive, m *ir.Method, recv *types.Named
 	}
 	recvName := "s *" + recv.Obj().Name()
 	result := types.TypeString(res.At(0).Type(), types.RelativeTo(b.pkg))
-	want := inlineLookupSig(recvName, d.Lookup, result)
+	lk := m.Tx
+	if lk == ir.TxNone { // reported above; check the lookup as pgx's
+		lk = ir.TxPgx
+	}
+	tx := txSource(lk)
+	want := inlineLookupSig(recvName, d.Lookup, tx, result)
 	if d.Lookup == "" {
-		b.e.Add(d.Pos, "-inline needs -lookup=METHOD, a method of %s that reads the row stored under a key:\n\t%s", recv.Obj().Name(), inlineLookupSig(recvName, m.Name+"ByKey", result))
+		b.e.Add(d.Pos, "-inline needs -lookup=METHOD, a method of %s that reads the row stored under a key:\n\t%s", recv.Obj().Name(), inlineLookupSig(recvName, m.Name+"ByKey", tx, result))
 		return false
 	}
 	obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(recv), true, b.pkg, d.Lookup)
 	fn, isFunc := obj.(*types.Func)
 	if !isFunc {
-		b.e.Add(d.Pos, "-lookup=%s: %s has no method %s; add\n\t%s\nwhich returns the row stored under k.Scope and k.Key, the fingerprint written with it, and an error wrapping pgx.ErrNoRows when there is none", d.Lookup, recv.Obj().Name(), d.Lookup, want)
+		b.e.Add(d.Pos, "-lookup=%s: %s has no method %s; add\n\t%s\nwhich returns the row stored under k.Scope and k.Key, the fingerprint written with it, and an error wrapping %s when there is none", d.Lookup, recv.Obj().Name(), d.Lookup, want, noRows(lk))
 		return false
 	}
 	pos := b.l.Pkg.Fset.Position(fn.Pos())
 	ls := fn.Type().(*types.Signature)
 	p, r := ls.Params(), ls.Results()
 	var problems []string
-	if p.Len() != 3 || !isNamed(p.At(0).Type(), "context", "Context") || !isNamed(p.At(1).Type(), ir.PgxPath, "Tx") || !isNamed(p.At(2).Type(), ir.IdemPath, "InlineKey") {
-		problems = append(problems, "its parameters must be (ctx context.Context, tx pgx.Tx, k idem.InlineKey)")
+	if p.Len() != 3 || !isNamed(p.At(0).Type(), "context", "Context") || txKind(p.At(1).Type()) != lk || !isNamed(p.At(2).Type(), ir.IdemPath, "InlineKey") {
+		problems = append(problems, fmt.Sprintf("its parameters must be (ctx context.Context, tx %s, k idem.InlineKey)", tx))
 	}
 	if r.Len() != 3 || !isError(r.At(2).Type()) {
 		problems = append(problems, fmt.Sprintf("it must return (%s, []byte, error)", result))

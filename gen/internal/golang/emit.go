@@ -59,6 +59,7 @@ func NewFile(m *ir.Package) *jen.File {
 	f.ImportName("slices", "slices")
 	f.ImportName("sync/atomic", "atomic")
 	f.ImportName(ir.PgxPath, "pgx")
+	f.ImportName(ir.SQLPath, "sql")
 	f.ImportName(ir.IdemPath, "idem")
 	f.ImportName(ir.IdemtestPath, "idemtest")
 	return f
@@ -227,6 +228,27 @@ func (e *Emitter) funcType(t *ir.Type) *jen.Statement {
 	return s.Params(results...)
 }
 
+// TxType is the type of the transaction m takes: pgx.Tx or *sql.Tx.
+func TxType(m *ir.Method) *jen.Statement {
+	if m.Tx == ir.TxSQL {
+		return jen.Op("*").Qual(ir.SQLPath, "Tx")
+	}
+	return jen.Qual(ir.PgxPath, "Tx")
+}
+
+// core is the name of the runtime function that runs m's wrapper (base:
+// Atomic or Inline), with the InTx form for the caller's transaction and
+// the database/sql form for a method that takes a *sql.Tx: AtomicSQLInTx.
+func core(m *ir.Method, base string, inTx bool) string {
+	if m.Tx == ir.TxSQL {
+		base += "SQL"
+	}
+	if inTx {
+		base += "InTx"
+	}
+	return base
+}
+
 // Result is the response type as the runtime sees it: R, or struct{} for
 // error-only methods.
 func (e *Emitter) Result(m *ir.Method) *jen.Statement {
@@ -263,6 +285,9 @@ func retentionText(m *ir.Method) string {
 }
 
 func modeText(m *ir.Method) string {
+	if m.Mode == ir.ModeAtomic && m.Tx == ir.TxSQL {
+		return "Mode: atomic, on database/sql. The claim, the work and the stored response commit in one *sql.Tx, or not at all."
+	}
 	if m.Mode == ir.ModeAtomic {
 		return "Mode: atomic. The claim, the work and the stored response commit in one transaction, or not at all."
 	}
@@ -358,6 +383,9 @@ func (e *Emitter) wrapperType(r *ir.Receiver) jen.Code {
 // so one StartJanitor sweeps the ledger and every inline table.
 func (e *Emitter) constructor(r *ir.Receiver) jen.Code {
 	doc := []string{fmt.Sprintf("%s wraps inner so that its annotated methods run through the ledger of store.", names.Constructor(r.Name))}
+	if r.Tx == ir.TxSQL {
+		doc = append(doc, "Its methods take a *sql.Tx: store must come from idem.NewSQLStore, over the *sql.DB they run on.")
+	}
 	var body []jen.Code
 	var inline []string
 	for _, m := range r.Methods {
@@ -417,7 +445,7 @@ func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 	}
 	if inTx {
 		name = names.InTx(name)
-		params = append(params, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
+		params = append(params, jen.Id("tx").Add(TxType(m)))
 	}
 	for _, p := range m.Params {
 		params = append(params, jen.Id(p.Local).Add(e.Type(p.Type)))
@@ -428,29 +456,28 @@ func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 	if m.Result != nil {
 		results = []jen.Code{e.Type(m.Result), jen.Error()}
 	}
-	core := "Atomic"
+	fn := core(m, "Atomic", inTx)
 	coreArgs := []jen.Code{jen.Id("ctx"), jen.Id("w").Dot("store")}
 	bodyParams := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
 	switch {
 	case inTx:
-		core = "AtomicInTx"
 		coreArgs = append(coreArgs, jen.Id("tx"))
-		bodyParams = append(bodyParams, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
+		bodyParams = append(bodyParams, jen.Id("tx").Add(TxType(m)))
 	case m.Mode == ir.ModeAtomic:
-		bodyParams = append(bodyParams, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
+		bodyParams = append(bodyParams, jen.Id("tx").Add(TxType(m)))
 	default:
-		core = "External"
+		fn = "External"
 	}
 	coreArgs = append(coreArgs, jen.Id(e.names.MethodVar(m)), jen.Id(e.names.Fingerprint(m)).Call(args...))
 	inner := jen.Id("w").Dot("inner").Dot(m.Name).Call(callArgs...)
-	var body []jen.Code
+	var bodyStmts []jen.Code
 	if m.Result != nil {
-		body = []jen.Code{jen.Return(inner)}
+		bodyStmts = []jen.Code{jen.Return(inner)}
 	} else {
-		body = []jen.Code{jen.Return(jen.Struct().Values(), inner)}
+		bodyStmts = []jen.Code{jen.Return(jen.Struct().Values(), inner)}
 	}
-	fn := jen.Func().Params(bodyParams...).Params(e.Result(m), jen.Error()).Block(body...)
-	call := jen.Qual(ir.IdemPath, core).Call(append(coreArgs, fn)...)
+	body := jen.Func().Params(bodyParams...).Params(e.Result(m), jen.Error()).Block(bodyStmts...)
+	call := jen.Qual(ir.IdemPath, fn).Call(append(coreArgs, body)...)
 	var block []jen.Code
 	if m.Result != nil {
 		block = []jen.Code{jen.Return(call)}
@@ -479,7 +506,7 @@ func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 func (e *Emitter) guard(m *ir.Method) jen.Code {
 	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context")}
 	if m.Mode == ir.ModeAtomic {
-		params = append(params, jen.Qual(ir.PgxPath, "Tx"))
+		params = append(params, TxType(m))
 	}
 	for _, p := range m.Params {
 		params = append(params, e.Type(p.Type))

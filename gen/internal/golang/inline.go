@@ -52,12 +52,12 @@ func (e *Emitter) inlineMethodVar(m *ir.Method) jen.Code {
 //			func(ctx context.Context, tx pgx.Tx) (Order, error) { return w.inner.CreateOrder(ctx, tx, req) })
 //	}
 func (e *Emitter) inlineWrapper(r *ir.Receiver, m *ir.Method, inTx bool) jen.Code {
-	name, core := m.Name, "Inline"
+	name, fn := m.Name, core(m, "Inline", inTx)
 	params := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
 	coreArgs := []jen.Code{jen.Id("ctx"), jen.Id("w").Dot("store")}
 	if inTx {
-		name, core = names.InTx(m.Name), "InlineInTx"
-		params = append(params, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
+		name = names.InTx(m.Name)
+		params = append(params, jen.Id("tx").Add(TxType(m)))
 		coreArgs = append(coreArgs, jen.Id("tx"))
 	}
 	var args []jen.Code
@@ -68,7 +68,7 @@ func (e *Emitter) inlineWrapper(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 		callArgs = append(callArgs, jen.Id(p.Local))
 	}
 	coreArgs = append(coreArgs, jen.Id(e.names.MethodVar(m)), jen.Id(e.names.Fingerprint(m)).Call(args...), jen.Id("w").Dot("inner").Dot(m.Inline.Lookup),
-		jen.Func().Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("tx").Qual(ir.PgxPath, "Tx")).Params(e.Result(m), jen.Error()).Block(
+		jen.Func().Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("tx").Add(TxType(m))).Params(e.Result(m), jen.Error()).Block(
 			jen.Return(jen.Id("w").Dot("inner").Dot(m.Name).Call(callArgs...))))
 	doc := []string{
 		fmt.Sprintf("%s is %s run inside the caller's transaction tx, under a savepoint: the row commits with", name, m.Name),
@@ -83,7 +83,7 @@ func (e *Emitter) inlineWrapper(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 			inlineModeText(m), inlineRetentionText(m), inlineFinalText, fingerprintText(m)}
 	}
 	return Comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(names.Wrapper(r.Name))).Id(name).Params(params...).
-		Params(e.Type(m.Result), jen.Error()).Block(jen.Return(jen.Qual(ir.IdemPath, core).Call(coreArgs...))).Line()
+		Params(e.Type(m.Result), jen.Error()).Block(jen.Return(jen.Qual(ir.IdemPath, fn).Call(coreArgs...))).Line()
 }
 
 // inlineSweep:
@@ -110,7 +110,7 @@ func (e *Emitter) inlineSweep(r *ir.Receiver, m *ir.Method) jen.Code {
 //	var _ runGoGenerateShopCreateOrder = (*Shop).CreateOrder
 //	var _ runGoGenerateShopOrderByKey = (*Shop).OrderByKey
 func (e *Emitter) inlineGuard(m *ir.Method) jen.Code {
-	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context"), jen.Qual(ir.PgxPath, "Tx")}
+	params := []jen.Code{jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context"), TxType(m)}
 	for _, p := range m.Params {
 		params = append(params, e.Type(p.Type))
 	}
@@ -119,7 +119,7 @@ func (e *Emitter) inlineGuard(m *ir.Method) jen.Code {
 			"generated from. The build fails below, naming the type, if either changes: run go generate.").Line(),
 		jen.Type().Defs(
 			jen.Id(e.names.Guard(m)).Func().Params(params...).Params(e.Type(m.Result), jen.Error()),
-			jen.Id(e.names.LookupGuard(m)).Func().Params(jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context"), jen.Qual(ir.PgxPath, "Tx"), jen.Qual(ir.IdemPath, "InlineKey")).
+			jen.Id(e.names.LookupGuard(m)).Func().Params(jen.Op("*").Id(m.Receiver), jen.Qual("context", "Context"), TxType(m), jen.Qual(ir.IdemPath, "InlineKey")).
 				Params(e.Type(m.Result), jen.Index().Byte(), jen.Error()),
 		).Line().Line(),
 		jen.Var().Defs(

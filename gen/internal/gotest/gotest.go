@@ -173,10 +173,16 @@ type suiteLit struct {
 // suite builds the fields of m's suite literal.
 func (e *emitter) suite(r *ir.Receiver, m *ir.Method) suiteLit {
 	s := suiteLit{kind: map[ir.Mode]string{ir.ModeAtomic: "Atomic", ir.ModeExternal: "External", ir.ModeInline: "Inline"}[m.Mode]}
+	if m.Tx == ir.TxSQL {
+		s.kind += "SQL"
+	}
 	ad := e.adapt(r, m)
 	s.a, s.argsType = ad.a, ad.argsType
 	field := func(name string, v jen.Code) { s.fields = append(s.fields, jen.Id(name).Op(":").Add(v).Op(",")) }
 	field("Package", jen.Id(names.TestPackageVar))
+	if r.Tx == ir.TxSQL {
+		field("Store", sqlStore())
+	}
 	field("Method", jen.Id(e.names.MethodVar(m)))
 	field("Fingerprint", ad.fingerprint)
 	field("New", jen.Id(names.ServiceFixture(r.Name)))
@@ -203,6 +209,15 @@ func (e *emitter) suite(r *ir.Receiver, m *ir.Method) suiteLit {
 		field("Storm", jen.Lit(m.Storm))
 	}
 	return s
+}
+
+// sqlStore builds the store of a type whose methods take a *sql.Tx:
+//
+//	func(db *idemtest.DB, opts ...idem.Option) (*idem.Store, error) { return idem.NewSQLStore(db.SQL, opts...) }
+func sqlStore() jen.Code {
+	return jen.Func().Params(jen.Id("db").Op("*").Qual(ir.IdemtestPath, "DB"), jen.Id("opts").Op("...").Qual(ir.IdemPath, "Option")).
+		Params(jen.Op("*").Qual(ir.IdemPath, "Store"), jen.Error()).Block(
+		jen.Return(jen.Qual(ir.IdemPath, "NewSQLStore").Call(jen.Id("db").Dot("SQL"), jen.Id("opts").Op("..."))))
 }
 
 // adapter renders how the suite calls a method, its fingerprint and its
@@ -271,7 +286,7 @@ func (ad *adapter) call(name string, wrapper, tx bool) jen.Code {
 	params := []jen.Code{jen.Id("x").Op("*").Id(recv), jen.Id("ctx").Qual("context", "Context")}
 	args := []jen.Code{jen.Id("ctx")}
 	if tx {
-		params = append(params, jen.Id("tx").Qual(ir.PgxPath, "Tx"))
+		params = append(params, jen.Id("tx").Add(golang.TxType(ad.m)))
 		args = append(args, jen.Id("tx"))
 	}
 	for _, f := range ad.fields {
