@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -112,7 +114,8 @@ type env struct {
 	name  string
 	db    *idemtest.DB // straight to the server: for checks
 	proxy *toxiproxy.Proxy
-	pool  *pgxpool.Pool // through the proxy (or PgBouncer)
+	pool  *pgxpool.Pool // through the proxy (or PgBouncer); nil on the database/sql path
+	sqlDB *sql.DB       // through the proxy, on the database/sql path; else nil
 	cfg   envConfig
 	store *idem.Store
 	bank  *bank
@@ -137,6 +140,7 @@ type env struct {
 // envConfig adjusts a scenario's env.
 type envConfig struct {
 	upstream  string // where the proxy forwards (default: the server)
+	path      txPath // how the service reaches the server: pgx (default) or database/sql
 	poolSize  int32
 	execMode  pgx.QueryExecMode
 	storeOpts []idem.Option
@@ -171,25 +175,46 @@ func newEnv(t *testing.T, name string, cfg envConfig) *env {
 	return e
 }
 
-// connect opens the scenario's pool through the proxy, and its store and
-// service, replacing (and closing) any it had.
+// connect opens the scenario's pool (a *pgxpool.Pool, or a *sql.DB over
+// pgx's database/sql driver on the database/sql path) through the proxy, and
+// its store and service, replacing (and closing) any it had.
 func (e *env) connect(cfg envConfig) {
 	t := e.t
 	t.Helper()
-	if e.pool != nil {
-		e.pool.Close()
-	}
+	e.closePool()
 	pcfg, err := pgxpool.ParseConfig(connURL(e.proxy.Listen, e.db.Name))
 	require.NoError(t, err)
 	pcfg.MaxConns = cmp(cfg.poolSize, 32)
 	if cfg.execMode != 0 {
 		pcfg.ConnConfig.DefaultQueryExecMode = cfg.execMode
 	}
-	e.pool, err = pgxpool.NewWithConfig(context.Background(), pcfg)
-	require.NoError(t, err)
+	switch cfg.path {
+	case sqlPath:
+		// What a database/sql service opens: its own connections through
+		// pgx's driver, as many as the pgx path's pool, all kept idle.
+		e.sqlDB = stdlib.OpenDB(*pcfg.ConnConfig)
+		e.sqlDB.SetMaxOpenConns(int(pcfg.MaxConns))
+		e.sqlDB.SetMaxIdleConns(int(pcfg.MaxConns))
+	default:
+		e.pool, err = pgxpool.NewWithConfig(context.Background(), pcfg)
+		require.NoError(t, err)
+	}
 	e.cfg = cfg
 	e.store = e.storeWith()
 	e.svc = newService(e.store, e.bank)
+	e.svc.sql = cfg.path == sqlPath
+}
+
+// closePool closes the scenario's pool or *sql.DB, if it has one.
+func (e *env) closePool() {
+	if e.pool != nil {
+		e.pool.Close()
+		e.pool = nil
+	}
+	if e.sqlDB != nil {
+		require.NoError(e.t, e.sqlDB.Close())
+		e.sqlDB = nil
+	}
 }
 
 // storeWith returns a store over the scenario's pool, with its settings and
@@ -216,7 +241,14 @@ func (e *env) storeWith(extra ...idem.Option) *idem.Store {
 			},
 		}),
 	}, cfg.storeOpts...)
-	s, err := idem.NewStore(e.pool, append(opts, extra...)...)
+	opts = append(opts, extra...)
+	var s *idem.Store
+	var err error
+	if cfg.path == sqlPath {
+		s, err = idem.NewSQLStore(e.sqlDB, opts...)
+	} else {
+		s, err = idem.NewStore(e.pool, opts...)
+	}
 	require.NoError(t, err)
 	return s
 }
@@ -648,7 +680,7 @@ func (e *env) checkEffects(ins []intent, complete bool) {
 func (e *env) finish() {
 	t := e.t
 	t.Helper()
-	e.pool.Close()
+	e.closePool()
 	e.proxy.Stop()
 	// goleak retries for about a second; closed connections may take a
 	// little longer to wind down on a loaded machine.

@@ -28,23 +28,26 @@ func (e *env) waitClaims(n int64) {
 }
 
 // TestPostgresRestart stops PostgreSQL with pg_ctl stop -m immediate in the
-// middle of a load of atomic and external calls with repeated keys, waits
-// until every call in flight has returned, and starts it again.
+// middle of a load of atomic, external and inline calls with repeated keys,
+// waits until every call in flight has returned, and starts it again; on the
+// pgx and the database/sql path.
 func TestPostgresRestart(t *testing.T) {
-	n := size(30, 300)
-	e := newEnv(t, "PostgreSQL stopped (immediate) and restarted", envConfig{})
-	ins := withInline(intents("restart", n, n), "restart", n)
-	begin := time.Now()
-	wait := e.storm(ins, 4)
-	e.waitClaims(int64(len(ins) / 3))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, suite.pg.stopImmediate(ctx))
-	e.drainInflight()
-	require.NoError(t, suite.pg.start(ctx))
-	wait()
-	t.Logf("done at %s", time.Since(begin))
-	e.check(ins)
+	onBothPaths(t, func(t *testing.T, p txPath) {
+		n := size(30, 300)
+		e := newEnv(t, "PostgreSQL stopped (immediate) and restarted"+p.label(), envConfig{path: p})
+		ins := withInline(intents("restart", n, n), "restart", n)
+		begin := time.Now()
+		wait := e.storm(ins, 4)
+		e.waitClaims(int64(len(ins) / 3))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, suite.pg.stopImmediate(ctx))
+		e.drainInflight()
+		require.NoError(t, suite.pg.start(ctx))
+		wait()
+		t.Logf("done at %s", time.Since(begin))
+		e.check(ins)
+	})
 }
 
 // TestConnectionReset resets every connection (toxiproxy reset_peer) three

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"sync"
@@ -113,8 +114,13 @@ func (b *bank) snapshot() ([]transfer, int) {
 }
 
 // service is the system under test: an atomic, an external and an inline
-// method, written the way generated wrappers call the runtime.
+// method, written the way generated wrappers call the runtime: for methods
+// taking a pgx.Tx (idem.Atomic, idem.Inline), or with sql set, for methods
+// taking a *sql.Tx (idem.AtomicSQL, idem.InlineSQL) on a store made by
+// idem.NewSQLStore. The external method needs no transaction: it is the
+// same on both.
 type service struct {
+	sql    bool
 	store  *idem.Store
 	bank   transferer
 	charge *idem.Method[receipt]
@@ -122,11 +128,14 @@ type service struct {
 	order  *idem.InlineMethod[receipt]
 }
 
+// chargeName is the atomic method's name in the ledger.
+const chargeName = "faults.Service.Charge"
+
 func newService(store *idem.Store, b transferer) *service {
 	return &service{
 		store:  store,
 		bank:   b,
-		charge: &idem.Method[receipt]{Name: "faults.Service.Charge"},
+		charge: &idem.Method[receipt]{Name: chargeName},
 		payout: &idem.Method[payout]{Name: "faults.Service.Payout"},
 		order:  &idem.InlineMethod[receipt]{Name: "faults.Service.Order", Table: "payments"},
 	}
@@ -152,6 +161,15 @@ WHERE idempotency_scope = $1 AND idempotency_key = $2`, k.Scope, k.Key).Scan(&r.
 	return r, fp, err
 }
 
+// paymentByKeySQL is paymentByKey on database/sql.
+func paymentByKeySQL(ctx context.Context, tx *sql.Tx, k idem.InlineKey) (receipt, []byte, error) {
+	var r receipt
+	var fp []byte
+	err := tx.QueryRowContext(ctx, `SELECT id, key, memo, amount, idempotency_fingerprint FROM payments
+WHERE idempotency_scope = $1 AND idempotency_key = $2`, k.Scope, k.Key).Scan(&r.ID, &r.Key, &r.Memo, &r.Amount, &fp)
+	return r, fp, err
+}
+
 // fingerprint hashes a request the way generated fingerprint functions do.
 func fingerprint(method string, req request) []byte {
 	f := idem.NewFingerprinter(method)
@@ -162,13 +180,29 @@ func fingerprint(method string, req request) []byte {
 	return f.Sum()
 }
 
+// insertPayment is the atomic method's insert, on either path.
+const insertPayment = `INSERT INTO payments (scope, key, memo, amount) VALUES ($1, $2, $3, $4) RETURNING id`
+
+// insertOrder is the inline method's insert: the row carries its key.
+const insertOrder = `INSERT INTO payments (scope, key, memo, amount, idempotency_scope, idempotency_key, idempotency_fingerprint)
+VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`
+
 // Charge writes one payments row, atomically with the key's ledger row.
 func (s *service) Charge(ctx context.Context, req request) (receipt, error) {
+	if s.sql {
+		return idem.AtomicSQL(ctx, s.store, s.charge, fingerprint(s.charge.Name, req), func(ctx context.Context, tx *sql.Tx) (receipt, error) {
+			key, _ := idem.KeyFrom(ctx)
+			r := receipt{Key: key, Memo: req.Memo, Amount: req.Amount}
+			if err := tx.QueryRowContext(ctx, insertPayment, idem.ScopeFrom(ctx), key, req.Memo, req.Amount).Scan(&r.ID); err != nil {
+				return receipt{}, fmt.Errorf("insert payment: %w", err)
+			}
+			return r, nil
+		})
+	}
 	return idem.Atomic(ctx, s.store, s.charge, fingerprint(s.charge.Name, req), func(ctx context.Context, tx pgx.Tx) (receipt, error) {
 		key, _ := idem.KeyFrom(ctx)
 		r := receipt{Key: key, Memo: req.Memo, Amount: req.Amount}
-		err := tx.QueryRow(ctx, `INSERT INTO payments (scope, key, memo, amount) VALUES ($1, $2, $3, $4) RETURNING id`,
-			idem.ScopeFrom(ctx), key, req.Memo, req.Amount).Scan(&r.ID)
+		err := tx.QueryRow(ctx, insertPayment, idem.ScopeFrom(ctx), key, req.Memo, req.Amount).Scan(&r.ID)
 		if err != nil {
 			return receipt{}, fmt.Errorf("insert payment: %w", err)
 		}
@@ -179,11 +213,21 @@ func (s *service) Charge(ctx context.Context, req request) (receipt, error) {
 // Order writes one payments row carrying its key (inline mode): the row's
 // INSERT is the claim.
 func (s *service) Order(ctx context.Context, req request) (receipt, error) {
+	if s.sql {
+		return idem.InlineSQL(ctx, s.store, s.order, fingerprint(s.order.Name, req), paymentByKeySQL, func(ctx context.Context, tx *sql.Tx) (receipt, error) {
+			k, _ := idem.InlineKeyFrom(ctx)
+			r := receipt{Key: k.Key, Memo: req.Memo, Amount: req.Amount}
+			err := tx.QueryRowContext(ctx, insertOrder, k.Scope, k.Key, req.Memo, req.Amount, k.Scope, k.Key, k.Fingerprint).Scan(&r.ID)
+			if err != nil {
+				return receipt{}, fmt.Errorf("insert payment: %w", err)
+			}
+			return r, nil
+		})
+	}
 	return idem.Inline(ctx, s.store, s.order, fingerprint(s.order.Name, req), paymentByKey, func(ctx context.Context, tx pgx.Tx) (receipt, error) {
 		k, _ := idem.InlineKeyFrom(ctx)
 		r := receipt{Key: k.Key, Memo: req.Memo, Amount: req.Amount}
-		err := tx.QueryRow(ctx, `INSERT INTO payments (scope, key, memo, amount, idempotency_scope, idempotency_key, idempotency_fingerprint)
-VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, k.Scope, k.Key, req.Memo, req.Amount, k.Scope, k.Key, k.Fingerprint).Scan(&r.ID)
+		err := tx.QueryRow(ctx, insertOrder, k.Scope, k.Key, req.Memo, req.Amount, k.Scope, k.Key, k.Fingerprint).Scan(&r.ID)
 		if err != nil {
 			return receipt{}, fmt.Errorf("insert payment: %w", err)
 		}
