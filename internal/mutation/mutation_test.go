@@ -175,7 +175,7 @@ const fingerprintCheck = "\tif string(r.fingerprint) != string(c.fp) {\n" +
 	"\t}\n"
 
 // The read that answers a key the claim did not get (atomic.go).
-const replayRead = "\tcase !r.expired:\n\t\treplayed = true\n"
+const replayRead = "\tcase !r.expired:\n\t\tend = endReplayed\n"
 
 // mutations are the broken guarantees the generated tests must catch. Each is
 // a bug a developer could write, made from the runtime's real source text.
@@ -269,9 +269,9 @@ func promiseMutations() []mutation {
 			name: "k_savepoint_missing",
 			bug:  "MInTx claims and runs the body without a savepoint, so a failed body cannot be undone on its own",
 			edits: []edit{
-				{"atomic.go", "tx, \"SAVEPOINT \"+sp, m.retention(s), c)", "tx, \"SELECT 1\", m.retention(s), c)"},
-				{"atomic.go", "tx.Exec(uctx, \"ROLLBACK TO SAVEPOINT \"+sp+\"; RELEASE SAVEPOINT \"+sp)", "tx.Exec(uctx, \"SELECT 1\")"},
-				{"atomic.go", "\tb.Queue(\"RELEASE SAVEPOINT \" + sp)\n", "\tb.Queue(\"SELECT 1\")\n"},
+				{"atomic.go", "t, \"SAVEPOINT \"+sp, m.retention(s), c)", "t, \"SELECT 1\", m.retention(s), c)"},
+				{"atomic.go", "t.Exec(uctx, \"ROLLBACK TO SAVEPOINT \"+sp+\"; RELEASE SAVEPOINT \"+sp)", "t.Exec(uctx, \"SELECT 1\")"},
+				{"atomic.go", "fence}, \"RELEASE SAVEPOINT \"+sp)", "fence}, \"SELECT 1\")"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/failing_body_in_the_caller's_transaction": claimLeftInTx,
@@ -496,7 +496,7 @@ func coreMutations() []mutation {
 			bug: "a done row is treated as absent: the read skips it and the claim takes it over, " +
 				"so the stored response is never replayed and every retry runs the body again",
 			edits: []edit{
-				{"atomic.go", replayRead, "\tcase !r.expired && r.status != StatusDone:\n\t\treplayed = true\n"},
+				{"atomic.go", replayRead, "\tcase !r.expired && r.status != StatusDone:\n\t\tend = endReplayed\n"},
 				{"queries.go", takeoverExpiredOnly, "WHERE %[3]s AND (%[4]s OR t.status = 'done')\nRETURNING fence`"},
 				{"queries.go", "WHERE %[3]s\n   OR (t.status = 'in_progress'",
 					"WHERE %[3]s OR t.status = 'done'\n   OR (t.status = 'in_progress'"},

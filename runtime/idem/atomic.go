@@ -45,6 +45,9 @@ var errRowVanished = errors.New("idem: ledger row vanished between claim and rea
 // float, a string that is not UTF-8) is an error and rolls everything back.
 func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
 	var zero R
+	if err := s.needPool("Atomic", "AtomicSQL"); err != nil {
+		return zero, err
+	}
 	if err := m.check(s, false); err != nil {
 		return zero, err
 	}
@@ -53,14 +56,26 @@ func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []by
 		return zero, err
 	}
 	startOutcome(ctx, m.retention(s))
-	for attempt := 1; ; attempt++ {
-		out, err := atomicAttempt(ctx, s, m, c, body)
-		if err == nil || attempt >= s.cfg.maxAttempts ||
-			!(retryable(err) || errors.Is(err, errCommitUnknown) || errors.Is(err, errRowVanished)) {
+	return retryAttempts(ctx, s, c, func() (R, error) { return atomicAttempt(ctx, s, m, c, body) })
+}
+
+// retryAttempts runs attempt until it succeeds, fails for good, or the
+// store's attempts run out: serialization failures, deadlocks, unknown
+// COMMIT outcomes and rows that vanished are tried again after a backoff,
+// and an expired inline key that was freed at once.
+func retryAttempts[R any](ctx context.Context, s *Store, c call, attempt func() (R, error)) (R, error) {
+	var zero R
+	for n := 1; ; n++ {
+		out, err := attempt()
+		if err == nil || n >= s.cfg.maxAttempts ||
+			!(retryable(err) || errors.Is(err, errCommitUnknown) || errors.Is(err, errRowVanished) || errors.Is(err, errKeyFreed)) {
 			return out, err
 		}
-		s.cfg.logger.InfoContext(ctx, "idempotent transaction retried", "method", c.method, "key", c.key, "attempt", attempt, "err", err)
-		if berr := s.backoff(ctx, attempt); berr != nil {
+		s.cfg.logger.InfoContext(ctx, "idempotent transaction retried", "method", c.method, "key", c.key, "attempt", n, "err", err)
+		if errors.Is(err, errKeyFreed) {
+			continue // not contention: claim the freed key at once
+		}
+		if berr := s.backoff(ctx, n); berr != nil {
 			return zero, fmt.Errorf("%w (not retried: %w)", err, berr)
 		}
 	}
@@ -72,26 +87,25 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 	if err != nil {
 		return zero, storeErr(c.method, "acquire connection", err)
 	}
-	committed, replayed := false, false
-	defer func() {
-		switch {
-		case committed:
-			conn.Release()
-		case replayed:
-			// The answer is already the caller's: end the read-only
-			// transaction without making the caller wait for it.
-			go func() { s.rollback(ctx, conn); conn.Release() }()
-		default: // error, lost claim, or a panic on its way up
-			s.rollback(ctx, conn)
-			conn.Release()
-		}
-	}()
+	tx := &pipelinedTx{conn: conn.Conn()}
+	return atomicRun(ctx, s, m, c, &pgxAttempt{conn: conn},
+		func(ctx context.Context) (R, error) { return body(ctx, tx) }, tx.bodyEnded)
+}
+
+// atomicRun is one attempt of Atomic or AtomicSQL on the transaction t
+// carries: the claim, the body (which reports whether it ended the
+// transaction itself through bodyEnded), and the response with COMMIT.
+func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t attemptTx, body func(context.Context) (R, error), bodyEnded func() bool) (R, error) {
+	var zero R
+	end := endFailed
+	defer func() { t.done(ctx, s, end) }()
 
 	// BEGIN and the claim, which also reads the key's row, travel in one
-	// round trip. The claim alone decides whether the body runs; the row
-	// answers a key another request holds (read again in a statement of its
-	// own when the claim waited for a twin's commit, see claim).
-	fence, claimed, r, found, err := claim(ctx, s, conn, "BEGIN", m.retention(s), c)
+	// round trip where the transport pipelines. The claim alone decides
+	// whether the body runs; the row answers a key another request holds
+	// (read again in a statement of its own when the claim waited for a
+	// twin's commit, see claim).
+	fence, claimed, r, found, err := claim(ctx, s, t, "BEGIN", m.retention(s), c)
 	if err != nil {
 		return zero, err
 	}
@@ -103,20 +117,28 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		// holder rolled back): try again.
 		return zero, errRowVanished
 	case !r.expired:
-		replayed = true
-		if r.syncRep && replaysOutcome(r, c) {
-			// Confirm the standby has the row first; the ROLLBACK goes
-			// out with the confirmation (replication.go).
-			replayed, committed = false, true
-			if err := s.confirmReplication(ctx, conn, conn.Conn().PgConn(), c, "ROLLBACK", false); err != nil {
-				return zero, err
+		end = endReplayed
+		// The answer is already the caller's: end the read-only
+		// transaction without making the caller wait for it.
+		if replaysOutcome(r, c) {
+			sync, err := t.syncRep(ctx)
+			if err != nil {
+				return zero, storeErr(c.method, "ask whether commits wait for a synchronous standby", err)
+			}
+			if sync {
+				// Confirm the standby has the row first; the transaction
+				// ends with the confirmation (replication.go).
+				end = endCommitted
+				if err := t.confirmReplay(ctx, s, c); err != nil {
+					return zero, err
+				}
 			}
 		}
 		return settle(ctx, s, m, c, r)
 	default:
 		// Expired: take it over in this transaction. No row back means
 		// another request took it over first.
-		err := conn.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention()).Scan(&fence)
+		err := t.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention()).Scan(&fence)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return zero, errRowVanished
 		}
@@ -132,72 +154,87 @@ func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, b
 		s.hook(ctx, s.cfg.hooks.TakenOver, ev)
 	}
 
-	tx := &pipelinedTx{conn: conn.Conn()}
 	start := time.Now()
-	out, berr := body(ctx, tx)
+	out, berr := body(ctx)
 	ev.Duration, ev.Err = time.Since(start), berr
 	s.hook(ctx, s.cfg.hooks.Executed, ev)
-	if tx.bodyEnded() {
+	if bodyEnded() {
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errBodyEndedTx)
 	}
 
-	var resp []byte
-	var errName, errMsg *string
-	if berr != nil {
-		name, final := finalError(m, berr)
-		if !final {
-			return zero, berr
-		}
-		msg := storableText(berr.Error())
-		errName, errMsg = &name, &msg
-	} else if resp, out, err = stored(m, out); err != nil {
-		return zero, fmt.Errorf("idem: %s: %w", c.method, err)
+	resp, errName, errMsg, out, err := outcome(m, c, out, berr)
+	if err != nil {
+		return zero, err
 	}
 
-	// The response write and COMMIT travel in one round trip, detached
-	// from ctx: a caller going away must not cancel a COMMIT that waits
-	// for a synchronous standby (see replication.go).
-	cctx, cancel := s.commitContext(ctx)
+	err = commit(ctx, s, c, t, s.q.finish, []any{c.scope, c.method, c.key, resp, errName, errMsg, fence}, "store response and commit",
+		fmt.Errorf("%w: %s: the stored response did not match exactly one ledger row; is the ledger's primary key missing?", ErrStore, c.method))
+	if err != nil {
+		return zero, err
+	}
+	end = endCommitted
+	return out, berr
+}
+
+// commit sends stmt and COMMIT on t, detached from ctx: a caller going
+// away must not cancel a COMMIT that waits for a synchronous standby (see
+// replication.go). They travel in one round trip where t pipelines. stmt
+// divides by zero to refuse the commit (the COMMIT then rolls back):
+// refused is the error for that. what names the step in other errors.
+func commit(ctx context.Context, s *Store, c call, t attemptTx, stmt string, args []any, what string, refused error) error {
+	cctx, cancel := t.commitContext(ctx, s)
 	defer cancel()
-	takeUnreplicated(conn.Conn().PgConn())
-	b := &pgx.Batch{}
-	b.Queue(s.q.finish, c.scope, c.method, c.key, resp, errName, errMsg, fence)
-	b.Queue("COMMIT")
-	br := conn.SendBatch(cctx, b)
-	_, err = br.Exec()
+	pc := t.pgConn()
+	takeUnreplicated(pc)
+	commitTag, err := t.finish(cctx, stmt, args, "COMMIT")
+	if errors.Is(err, errBodyEndedTx) {
+		// A *sql.Tx the body committed or rolled back itself.
+		return fmt.Errorf("idem: %s: %w", c.method, err)
+	}
 	if isDivisionByZero(err) {
-		// A definite failure, not an unknown outcome: the ledger row is not
-		// the one this transaction claimed, and the COMMIT rolled back.
-		_ = br.Close()
-		return zero, fmt.Errorf("%w: %s: the stored response did not match exactly one ledger row; is the ledger's primary key missing?", ErrStore, c.method)
+		// A definite failure, not an unknown outcome: the COMMIT rolled
+		// back.
+		return refused
 	}
-	var commitTag pgconn.CommandTag
-	if err == nil {
-		commitTag, err = br.Exec()
+	if err == nil && commitTag != "COMMIT" {
+		return fmt.Errorf("%w: %s: transaction was rolled back at commit (%s)", ErrStore, c.method, commitTag)
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && commitTag.String() != "COMMIT" {
-		return zero, fmt.Errorf("%w: %s: transaction was rolled back at commit (%s)", ErrStore, c.method, commitTag)
-	}
-	if uerr := s.unconfirmed(cctx, conn.Conn().PgConn()); uerr != nil {
+	if uerr := s.unconfirmed(cctx, pc); uerr != nil {
 		// Committed locally, perhaps, but not known to be on the standby:
 		// never success. A retry replays the row only once the standby
 		// has it (confirmReplication).
-		return zero, outcomeUnknown(c, uerr)
+		return outcomeUnknown(c, uerr)
 	}
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) {
 			// No answer from the server: the commit may or may not have
-			// happened. Never guess; the next attempt reads the row.
-			return zero, storeErr(c.method, "commit", fmt.Errorf("%w: %w", errCommitUnknown, err))
+			// happened. Never guess; the next attempt reads the row (or
+			// its INSERT conflicts with it).
+			return storeErr(c.method, "commit", fmt.Errorf("%w: %w", errCommitUnknown, err))
 		}
-		return zero, storeErr(c.method, "store response and commit", err)
+		return storeErr(c.method, what, err)
 	}
-	committed = true
-	return out, berr
+	return nil
+}
+
+// outcome is what the finish statement stores for the body's answer: the
+// response (and the value every caller gets, decoded from it), or a final
+// error's name and message. Any other body error is returned as err: the
+// work rolls back and nothing is stored.
+func outcome[R any](m *Method[R], c call, out R, berr error) (resp []byte, errName, errMsg *string, _ R, err error) {
+	if berr != nil {
+		name, final := finalError(m, berr)
+		if !final {
+			return nil, nil, nil, out, berr
+		}
+		msg := storableText(berr.Error())
+		return nil, &name, &msg, out, nil
+	}
+	if resp, out, err = stored(m, out); err != nil {
+		return nil, nil, nil, out, fmt.Errorf("idem: %s: %w", c.method, err)
+	}
+	return resp, nil, nil, out, nil
 }
 
 // replaysOutcome reports whether settle answers r with the outcome it
@@ -206,49 +243,30 @@ func replaysOutcome(r ledgerRow, c call) bool {
 	return r.status == StatusDone && string(r.fingerprint) == string(c.fp)
 }
 
-// claimConn is what claim sends its statements on: a pooled connection, or
-// the caller's transaction.
-type claimConn interface {
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // claim sends begin (BEGIN, or a SAVEPOINT in the caller's transaction) and
-// the claim, bounded by the store's claim wait, in one round trip; the claim
-// statement also reads the row that holds the key (see claimNew), so a
-// replay needs no other statement. claimed reports that the insert made the
-// row (fence is its token); otherwise found and r are the key's row. A claim
-// that waited out the claim wait on a twin's uncommitted row is an
-// *InProgressError. Only a claim that waited for a twin to commit sends a
-// second statement: the read, which sees the twin's row.
-func claim(ctx context.Context, s *Store, conn claimConn, begin string, retention time.Duration, c call) (fence int64, claimed bool, r ledgerRow, found bool, err error) {
-	b := &pgx.Batch{}
-	b.Queue(begin)
-	b.Queue(s.q.claimNew, s.now(), c.scope, c.method, c.key, c.fp, micros(retention), newIntention(), s.claimWaitSetting())
-	b.Queue(syncRepSQL)
-	br := conn.SendBatch(ctx, b)
-	_, err = br.Exec()
-	var syncTag pgconn.CommandTag
+// the claim, bounded by the store's claim wait, on t (in one round trip
+// where t pipelines); the claim statement also reads the row that holds the
+// key (see claimNew), so a replay needs no other statement. claimed reports
+// that the insert made the row (fence is its token); otherwise found and r
+// are the key's row. A claim that waited out the claim wait on a twin's
+// uncommitted row is an *InProgressError. Only a claim that waited for a
+// twin to commit sends a second statement: the read, which sees the twin's
+// row.
+func claim(ctx context.Context, s *Store, t ledgerTx, begin string, retention time.Duration, c call) (fence int64, claimed bool, r ledgerRow, found bool, err error) {
+	var h heldRow
+	err = t.claim(ctx, begin, s.q.claimNew, []any{s.now(), c.scope, c.method, c.key, c.fp, micros(retention), newIntention(), s.claimWaitSetting()}, h.dest())
 	if err == nil {
-		var h heldRow
-		if err = br.QueryRow().Scan(h.dest()...); err == nil {
-			claimed, fence = h.claimed.Valid, h.claimed.Int64
-			if !claimed {
-				// A row the snapshot still shows but a sweep deleted before
-				// the insert looked is not the key's holder: only read it
-				// when nothing was claimed.
-				r, found = h.row()
-			}
-			syncTag, err = br.Exec()
+		claimed, fence = h.claimed.Valid, h.claimed.Int64
+		if !claimed {
+			// A row the snapshot still shows but a sweep deleted before
+			// the insert looked is not the key's holder: only read it
+			// when nothing was claimed.
+			r, found, err = h.row()
 		}
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil && !claimed && !found {
-		r, found, err = s.readRow(ctx, conn, c)
+		r, found, err = s.readRow(ctx, t, c)
 	}
-	r.syncRep = syncTag.RowsAffected() == 1
 	switch {
 	case err == nil, errors.Is(err, ErrStore):
 	case isLockTimeout(err):
@@ -268,7 +286,7 @@ type heldRow struct {
 	response     []byte
 	errName      *string
 	errMsg       *string
-	steps        map[string]json.RawMessage
+	steps        []byte // jsonb, as text: database/sql cannot scan into a map
 	fence        pgtype.Int8
 	intention    pgtype.UUID
 	expired      pgtype.Bool
@@ -283,15 +301,31 @@ func (h *heldRow) dest() []any {
 }
 
 // row returns the held row, found false when no row held the key.
-func (h *heldRow) row() (ledgerRow, bool) {
+func (h *heldRow) row() (ledgerRow, bool, error) {
 	if !h.status.Valid {
-		return ledgerRow{}, false
+		return ledgerRow{}, false, nil
+	}
+	steps, err := stepsMap(h.steps)
+	if err != nil {
+		return ledgerRow{}, false, err
 	}
 	return ledgerRow{
 		fingerprint: h.fingerprint, status: h.status.String, response: h.response,
-		errName: h.errName, errMsg: h.errMsg, steps: h.steps, fence: h.fence.Int64,
+		errName: h.errName, errMsg: h.errMsg, steps: steps, fence: h.fence.Int64,
 		intention: h.intention, expired: h.expired.Bool, lockedUntil: h.lockedUntil, now: h.now,
-	}, true
+	}, true, nil
+}
+
+// stepsMap decodes the steps column's JSON text (nil when NULL).
+func stepsMap(b []byte) (map[string]json.RawMessage, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var steps map[string]json.RawMessage
+	if err := json.Unmarshal(b, &steps); err != nil {
+		return nil, fmt.Errorf("decode recorded steps: %w", err)
+	}
+	return steps, nil
 }
 
 // claimWaitSetting is the claim wait as a lock_timeout value, in whole
@@ -341,6 +375,9 @@ func (s *Store) rollback(ctx context.Context, conn *pgxpool.Conn) {
 // are returned, not retried: only the caller can retry its transaction.
 func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
 	var zero R
+	if err := s.needPool("AtomicInTx", "AtomicSQLInTx"); err != nil {
+		return zero, err
+	}
 	if err := m.check(s, false); err != nil {
 		return zero, err
 	}
@@ -350,10 +387,17 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	}
 	startOutcome(ctx, m.retention(s))
 
+	return atomicInTxRun(ctx, s, m, c, &pgxInTx{tx: tx}, func(ctx context.Context) (R, error) { return body(ctx, tx) })
+}
+
+// atomicInTxRun is AtomicInTx or AtomicSQLInTx on the caller's transaction
+// that t carries.
+func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx, body func(context.Context) (R, error)) (R, error) {
+	var zero R
 	// The savepoint and the claim, which also reads the key's row, travel
-	// in one round trip, as in Atomic.
+	// in one round trip where t pipelines, as in Atomic.
 	const sp = "idem_claim"
-	fence, claimed, r, found, err := claim(ctx, s, tx, "SAVEPOINT "+sp, m.retention(s), c)
+	fence, claimed, r, found, err := claim(ctx, s, t, "SAVEPOINT "+sp, m.retention(s), c)
 	released := false
 	undo := func() error {
 		if released {
@@ -364,7 +408,7 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 		defer cancel()
 		// One simple-protocol string: an aborted transaction refuses to
 		// prepare anything but its own end, RELEASE included.
-		_, err := tx.Exec(uctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)
+		_, err := t.Exec(uctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)
 		return err
 	}
 	defer func() { _ = undo() }() // error paths and panics
@@ -377,14 +421,20 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	case !found:
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
 	case !r.expired:
-		if r.syncRep && replaysOutcome(r, c) {
-			if err := s.confirmInTx(ctx, tx, c); err != nil {
-				return zero, err
+		if replaysOutcome(r, c) {
+			sync, err := t.syncRep(ctx)
+			if err != nil {
+				return zero, storeErr(c.method, "ask whether commits wait for a synchronous standby", err)
+			}
+			if sync {
+				if err := s.confirmInTx(ctx, t, c); err != nil {
+					return zero, err
+				}
 			}
 		}
 		return settle(ctx, s, m, c, r)
 	default:
-		err := tx.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention()).Scan(&fence)
+		err := t.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention()).Scan(&fence)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
 		}
@@ -401,35 +451,17 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	}
 
 	start := time.Now()
-	out, berr := body(ctx, tx)
+	out, berr := body(ctx)
 	ev.Duration, ev.Err = time.Since(start), berr
 	s.hook(ctx, s.cfg.hooks.Executed, ev)
 
-	var resp []byte
-	var errName, errMsg *string
-	if berr != nil {
-		name, final := finalError(m, berr)
-		if !final {
-			return zero, berr
-		}
-		msg := storableText(berr.Error())
-		errName, errMsg = &name, &msg
-	} else if resp, out, err = stored(m, out); err != nil {
-		return zero, fmt.Errorf("idem: %s: %w", c.method, err)
+	resp, errName, errMsg, out, err := outcome(m, c, out, berr)
+	if err != nil {
+		return zero, err
 	}
-	b := &pgx.Batch{}
-	b.Queue(s.q.finish, c.scope, c.method, c.key, resp, errName, errMsg, fence)
-	b.Queue("RELEASE SAVEPOINT " + sp)
-	br := tx.SendBatch(ctx, b)
-	_, err = br.Exec()
+	_, err = t.finish(ctx, s.q.finish, []any{c.scope, c.method, c.key, resp, errName, errMsg, fence}, "RELEASE SAVEPOINT "+sp)
 	if isDivisionByZero(err) {
 		err = errors.New("the stored response did not match exactly one ledger row; is the ledger's primary key missing?")
-	}
-	if err == nil {
-		_, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
 	}
 	if err != nil {
 		return zero, storeErr(c.method, "store response", err)

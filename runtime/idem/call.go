@@ -58,10 +58,6 @@ type ledgerRow struct {
 	expired     bool
 	lockedUntil *time.Time
 	now         time.Time
-	// syncRep: the session's commits wait for a synchronous standby, so a
-	// replay confirms the row is there first (replication.go). Read with
-	// the atomic claim.
-	syncRep bool
 }
 
 // readRow runs the read statement. found is false when there is no row.
@@ -71,11 +67,15 @@ func (s *Store) readRow(ctx context.Context, q querier, c call) (r ledgerRow, fo
 
 // scanRow scans the answer to the read statement.
 func scanRow(row pgx.Row, c call) (r ledgerRow, found bool, err error) {
+	var steps []byte // jsonb, as text: database/sql cannot scan into a map
 	err = row.Scan(
-		&r.fingerprint, &r.status, &r.response, &r.errName, &r.errMsg, &r.steps, &r.fence, &r.intention,
+		&r.fingerprint, &r.status, &r.response, &r.errName, &r.errMsg, &steps, &r.fence, &r.intention,
 		&r.expired, &r.lockedUntil, &r.now)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
+	}
+	if err == nil {
+		r.steps, err = stepsMap(steps)
 	}
 	if err != nil {
 		return r, false, storeErr(c.method, "read ledger row", err)

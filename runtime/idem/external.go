@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 type waitCtx struct{}
@@ -123,7 +122,7 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 	// cancel it while it waits for a synchronous standby (replication.go).
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	err := s.committing(ctx, cctx, func(conn *pgxpool.Conn) error {
+	err := s.committing(ctx, cctx, func(conn *pgx.Conn) error {
 		return conn.QueryRow(cctx, s.q.claimExternal, s.now(), c.scope, c.method, c.key, c.fp,
 			micros(m.retention(s)), micros(m.lockTimeout(s)), newIntention()).Scan(&fence, &steps, &intention, &takenOver)
 	})
@@ -159,8 +158,8 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 		return nil, zero, errRowVanished
 	}
 	if replaysOutcome(r, c) {
-		err := s.withConn(ctx, func(conn *pgxpool.Conn) error {
-			return s.confirmReplication(ctx, conn, conn.Conn().PgConn(), c, "", true)
+		err := s.withConn(ctx, func(conn *pgx.Conn) error {
+			return s.confirmReplication(ctx, conn, conn.PgConn(), c, "", true)
 		})
 		if err != nil {
 			if !errors.Is(err, ErrStore) {

@@ -51,6 +51,12 @@ type env struct {
 
 func newEnv(t testing.TB, opts ...idem.Option) *env {
 	t.Helper()
+	return newEnvOn(t, pgxPath, opts...)
+}
+
+// newEnvOn is newEnv with the store of path p.
+func newEnvOn(t testing.TB, p path, opts ...idem.Option) *env {
+	t.Helper()
 	e := &env{clock: idemtest.NewClock(time.Time{}), m: chargeMethod()}
 	e.db = idemtest.New(t, idemtest.WithSetup(paymentsDDL))
 	count := func(n *atomic.Int64) func(context.Context, idem.Event) {
@@ -65,7 +71,7 @@ func newEnv(t testing.TB, opts ...idem.Option) *env {
 			LockLost: count(&e.lockLost), Swept: count(&e.swept),
 		}),
 	}
-	s, err := idem.NewStore(e.db.Pool, append(base, opts...)...)
+	s, err := p.newStore(e.db, append(base, opts...)...)
 	require.NoError(t, err)
 	e.store = s
 	return e

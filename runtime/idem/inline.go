@@ -154,6 +154,9 @@ var errKeyFreed = errors.New("idem: expired key freed")
 // be reached the body does not run (errors.Is(err, ErrStore)).
 func Inline[R any](ctx context.Context, s *Store, m *InlineMethod[R], fingerprint []byte, lookup InlineLookup[R], body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
 	var zero R
+	if err := s.needPool("Inline", "InlineSQL"); err != nil {
+		return zero, err
+	}
 	q, err := m.queries()
 	if err != nil {
 		return zero, err
@@ -163,20 +166,7 @@ func Inline[R any](ctx context.Context, s *Store, m *InlineMethod[R], fingerprin
 		return zero, err
 	}
 	startOutcome(ctx, m.retention(s))
-	for attempt := 1; ; attempt++ {
-		out, err := inlineAttempt(ctx, s, m, q, c, lookup, body)
-		if err == nil || attempt >= s.cfg.maxAttempts ||
-			!(retryable(err) || errors.Is(err, errCommitUnknown) || errors.Is(err, errRowVanished) || errors.Is(err, errKeyFreed)) {
-			return out, err
-		}
-		s.cfg.logger.InfoContext(ctx, "idempotent transaction retried", "method", c.method, "key", c.key, "attempt", attempt, "err", err)
-		if errors.Is(err, errKeyFreed) {
-			continue // not contention: claim the freed key at once
-		}
-		if berr := s.backoff(ctx, attempt); berr != nil {
-			return zero, fmt.Errorf("%w (not retried: %w)", err, berr)
-		}
-	}
+	return retryAttempts(ctx, s, c, func() (R, error) { return inlineAttempt(ctx, s, m, q, c, lookup, body) })
 }
 
 func inlineAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, lookup InlineLookup[R], body func(context.Context, pgx.Tx) (R, error)) (R, error) {
@@ -232,41 +222,10 @@ func inlineAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *
 		return zero, fmt.Errorf("idem: %s: %w: the method sent no statement; write idem.InlineKeyFrom(ctx) into %s's idempotency columns", c.method, ErrKeyNotWritten, q.schema.Table)
 	}
 
-	// The key check and COMMIT travel in one round trip, detached from ctx
-	// (see replication.go).
-	cctx, cancel := s.commitContext(ctx)
-	defer cancel()
-	takeUnreplicated(pc.PgConn())
-	b := &pgx.Batch{}
-	b.Queue(q.check, c.scope, c.key, c.fp)
-	b.Queue("COMMIT")
-	br := pc.SendBatch(cctx, b)
-	_, err = br.Exec()
-	if isDivisionByZero(err) {
-		_ = br.Close()
-		return zero, keyNotWritten(c, q)
-	}
-	var commitTag pgconn.CommandTag
-	if err == nil {
-		commitTag, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && commitTag.String() != "COMMIT" {
-		return zero, fmt.Errorf("%w: %s: transaction was rolled back at commit (%s)", ErrStore, c.method, commitTag)
-	}
-	if uerr := s.unconfirmed(cctx, pc.PgConn()); uerr != nil {
-		return zero, outcomeUnknown(c, uerr)
-	}
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) {
-			// No answer: the next attempt's INSERT settles it (it
-			// conflicts with this row if it committed).
-			return zero, storeErr(c.method, "commit", fmt.Errorf("%w: %w", errCommitUnknown, err))
-		}
-		return zero, storeErr(c.method, "check key and commit", err)
+	// The key check and COMMIT travel in one round trip.
+	t := &pgxAttempt{conn: conn}
+	if err := commit(ctx, s, c, t, q.check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
+		return zero, err
 	}
 	s.hook(ctx, s.cfg.hooks.Claimed, ev)
 	return out, nil
@@ -300,6 +259,15 @@ func inlineAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *i
 	if tx.bodyEnded() {
 		return zero, fmt.Errorf("idem: %s: lookup: %w", c.method, errBodyEndedTx)
 	}
+	return inlineSettle(ctx, s, c, out, stored, lerr, freed, confirm)
+}
+
+// inlineSettle turns the lookup's answer after a refused claim into the
+// caller's: freed reports that the key had expired and was taken off its
+// old row (claim it anew); then the row's response, or a mismatch. confirm
+// runs before the row is replayed (see replication.go).
+func inlineSettle[R any](ctx context.Context, s *Store, c call, out R, stored []byte, lerr error, freed bool, confirm func(context.Context) error) (R, error) {
+	var zero R
 	if freed {
 		s.hook(ctx, s.cfg.hooks.TakenOver, c.event())
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errKeyFreed)
@@ -335,6 +303,9 @@ func inlineAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *i
 // caller can retry its transaction.
 func InlineInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod[R], fingerprint []byte, lookup InlineLookup[R], body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
 	var zero R
+	if err := s.needPool("InlineInTx", "InlineSQLInTx"); err != nil {
+		return zero, err
+	}
 	q, err := m.queries()
 	if err != nil {
 		return zero, err

@@ -78,12 +78,18 @@ type inlineEnv struct {
 
 func newInlineEnv(t testing.TB, opts ...idemtest.Option) *inlineEnv {
 	t.Helper()
+	return newInlineEnvOn(t, pgxPath, opts...)
+}
+
+// newInlineEnvOn is newInlineEnv with the store of path p.
+func newInlineEnvOn(t testing.TB, p path, opts ...idemtest.Option) *inlineEnv {
+	t.Helper()
 	e := &env{}
 	e.db = idemtest.New(t, append([]idemtest.Option{idemtest.WithoutLedger(), idemtest.WithSetup(ordersDDL(t)...)}, opts...)...)
 	count := func(n *atomic.Int64) func(context.Context, idem.Event) {
 		return func(context.Context, idem.Event) { n.Add(1) }
 	}
-	s, err := idem.NewStore(e.db.Pool, idem.WithBackoff(time.Millisecond),
+	s, err := p.newStore(e.db, idem.WithBackoff(time.Millisecond),
 		idem.WithHooks(idem.Hooks{
 			Claimed: count(&e.claimed), Executed: count(&e.executed), Replayed: count(&e.replayed),
 			Mismatch: count(&e.mismatches), TakenOver: count(&e.takenOver), Swept: count(&e.swept),

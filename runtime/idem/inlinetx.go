@@ -74,13 +74,19 @@ func (t *inlineTx) reset(p []pendingStmt) {
 
 // observe records a unique violation on the idempotency index.
 func (t *inlineTx) observe(err error) {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" &&
-		pgErr.ConstraintName == t.schema.IndexName() && pgErr.TableName == t.schema.Table.Name {
+	if lostInlineClaim(t.schema, err) {
 		t.mu.Lock()
 		t.conflict = true
 		t.mu.Unlock()
 	}
+}
+
+// lostInlineClaim reports whether err is a unique violation on the
+// table's idempotency index: another row holds the key.
+func lostInlineClaim(schema ledger.Inline, err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" &&
+		pgErr.ConstraintName == schema.IndexName() && pgErr.TableName == schema.Table.Name
 }
 
 // takePending returns the pending statements and clears them.

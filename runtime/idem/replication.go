@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Synchronous replication and what the runtime does about it.
@@ -208,23 +208,26 @@ func (s *Store) confirmInTx(ctx context.Context, conn execer, c call) error {
 	return nil
 }
 
-// withConn runs fn on a connection of the store's pool.
-func (s *Store) withConn(ctx context.Context, fn func(conn *pgxpool.Conn) error) error {
+// withConn runs fn on a connection of the store's pool (or *sql.DB).
+func (s *Store) withConn(ctx context.Context, fn func(conn *pgx.Conn) error) error {
+	if s.db != nil {
+		return s.withSQLConn(ctx, fn)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
-	return fn(conn)
+	return fn(conn.Conn())
 }
 
 // committing runs fn, one autocommit statement that carries a claim or an
 // outcome, under cctx (see commitContext), on a connection acquired under
 // ctx. It returns an error wrapping errUnconfirmed when the statement's
 // commit may not have reached a synchronous standby.
-func (s *Store) committing(ctx, cctx context.Context, fn func(conn *pgxpool.Conn) error) error {
-	return s.withConn(ctx, func(conn *pgxpool.Conn) error {
-		pc := conn.Conn().PgConn()
+func (s *Store) committing(ctx, cctx context.Context, fn func(conn *pgx.Conn) error) error {
+	return s.withConn(ctx, func(conn *pgx.Conn) error {
+		pc := conn.PgConn()
 		takeUnreplicated(pc)
 		err := fn(conn)
 		if uerr := s.unconfirmed(cctx, pc); uerr != nil {
@@ -237,7 +240,7 @@ func (s *Store) committing(ctx, cctx context.Context, fn func(conn *pgxpool.Conn
 // execCommitting is committing for a statement that returns no rows.
 func (s *Store) execCommitting(cctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	var tag pgconn.CommandTag
-	err := s.committing(cctx, cctx, func(conn *pgxpool.Conn) error {
+	err := s.committing(cctx, cctx, func(conn *pgx.Conn) error {
 		var err error
 		tag, err = conn.Exec(cctx, sql, args...)
 		return err

@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/pgcluster"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
 )
 
 // standbyEnv is a primary with a synchronous streaming standby, the ledger
@@ -22,10 +23,11 @@ type standbyEnv struct {
 	cluster *pgcluster.Cluster
 	pool    *pgxpool.Pool
 	store   *idem.Store
+	p       path         // the store's kind
 	runs    atomic.Int64 // bodies run, every mode
 }
 
-func newStandbyEnv(t *testing.T) *standbyEnv {
+func newStandbyEnv(t *testing.T, p path) *standbyEnv {
 	t.Helper()
 	ctx := context.Background()
 	c, err := pgcluster.Start(ctx)
@@ -45,9 +47,11 @@ func newStandbyEnv(t *testing.T) *standbyEnv {
 	t.Cleanup(pool.Close)
 	// The finalise timeout is what cuts a COMMIT short once its caller has
 	// gone (leaveWhenWaiting).
-	store, err := idem.NewStore(pool, idem.WithFinaliseTimeout(time.Second))
+	db := &idemtest.DB{Pool: pool, SQL: stdlib.OpenDBFromPool(pool)}
+	t.Cleanup(func() { _ = db.SQL.Close() })
+	store, err := p.newStore(db, idem.WithFinaliseTimeout(time.Second))
 	require.NoError(t, err)
-	return &standbyEnv{cluster: c, pool: pool, store: store}
+	return &standbyEnv{cluster: c, pool: pool, store: store, p: p}
 }
 
 // leaveWhenWaiting runs call and cancels its context, as a caller that gives
@@ -92,16 +96,16 @@ func (e *standbyEnv) waitWaiters(t *testing.T, ok func(int) bool) {
 }
 
 func (e *standbyEnv) atomic(ctx context.Context) (Receipt, error) {
-	return idem.Atomic(ctx, e.store, chargeMethod(), fp("1"), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+	return e.p.atomic(ctx, e.store, chargeMethod(), fp("1"), func(ctx context.Context, q stmts) (Receipt, error) {
 		e.runs.Add(1)
-		return charge(100)(ctx, tx)
+		return chargeOn(100)(ctx, q)
 	})
 }
 
 // inline's body runs on every call (its INSERT is the claim): its effects
 // are counted in the orders table.
 func (e *standbyEnv) inline(ctx context.Context) (Order, error) {
-	return idem.Inline(ctx, e.store, ordersMethod(), fp("book"), orderByKey, createOrder("book", 1))
+	return e.p.inline(ctx, e.store, ordersMethod(), fp("book"), createOrderOn("book", 1))
 }
 
 func (e *standbyEnv) external(ctx context.Context, inBody, release chan struct{}) (Payout, error) {
@@ -131,7 +135,13 @@ func (e *standbyEnv) count(t *testing.T, query string) int {
 // away is refused (never the stored success) and runs nothing again; once
 // the standby is back and has the rows, the retry replays them.
 func TestCommitNotReplicatedIsNeverSuccess(t *testing.T) {
-	e := newStandbyEnv(t)
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) { testCommitNotReplicated(t, p) })
+	}
+}
+
+func testCommitNotReplicated(t *testing.T, p path) {
+	e := newStandbyEnv(t, p)
 	ctx := context.Background()
 	// Every call ends with the test (t.Context), so none can hold a
 	// connection the pool's Close would wait for.

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -173,7 +174,8 @@ func WithSweepShare(share float64) Option { return func(c *config) { c.sweepShar
 
 // Store is the ledger. It is safe for concurrent use.
 type Store struct {
-	pool   Pool
+	pool   Pool    // a store made by NewSQLStore: statements on db (sqlPool)
+	db     *sql.DB // NewSQLStore's; nil for NewStore's
 	cfg    config
 	ledger Ledger
 	q      queries
@@ -184,11 +186,27 @@ type Store struct {
 }
 
 // NewStore returns a Store over pool (a *pgxpool.Pool, or a type wrapping
-// one). It fails only on invalid options.
+// one). It fails only on invalid options. For a *sql.DB, see NewSQLStore.
 func NewStore(pool Pool, opts ...Option) (*Store, error) {
 	if p, ok := pool.(*pgxpool.Pool); pool == nil || ok && p == nil {
 		return nil, errors.New("idem: NewStore: nil pool")
 	}
+	s, err := newStore(opts, func(cfg config) error {
+		if cfg.txPooling {
+			return checkPooling(pool)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("idem: NewStore: %w", err)
+	}
+	s.pool = pool
+	return s, nil
+}
+
+// newStore applies and checks opts (check adds the constructor's own
+// checks) and returns a store with no connections yet.
+func newStore(opts []Option, check func(config) error) (*Store, error) {
 	cfg := config{
 		table:       DefaultTable,
 		retention:   DefaultRetention,
@@ -207,18 +225,16 @@ func NewStore(pool Pool, opts ...Option) (*Store, error) {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("idem: NewStore: %w", err)
+		return nil, err
 	}
-	if cfg.txPooling {
-		if err := checkPooling(pool); err != nil {
-			return nil, fmt.Errorf("idem: NewStore: %w", err)
-		}
+	if err := check(cfg); err != nil {
+		return nil, err
 	}
 	l, err := LedgerSchema(cfg.table)
 	if err != nil {
-		return nil, fmt.Errorf("idem: NewStore: %w", err)
+		return nil, err
 	}
-	return &Store{pool: pool, cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted()), recent: &recentDurations{}, inline: &inlineSweepers{}, pause: sleepCtx}, nil
+	return &Store{cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted()), recent: &recentDurations{}, inline: &inlineSweepers{}, pause: sleepCtx}, nil
 }
 
 func (c config) validate() error {
@@ -248,8 +264,14 @@ func (c config) validate() error {
 // Ledger returns the schema of the store's ledger table.
 func (s *Store) Ledger() Ledger { return s.ledger }
 
-// Pool returns the pool the store uses.
-func (s *Store) Pool() Pool { return s.pool }
+// Pool returns the pool the store uses: nil for a store made by
+// NewSQLStore (see DB).
+func (s *Store) Pool() Pool {
+	if s.db != nil {
+		return nil
+	}
+	return s.pool
+}
 
 // now returns the clock's time, or nil to let the database use now().
 func (s *Store) now() any {

@@ -3,6 +3,7 @@ package idemtest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -33,6 +35,7 @@ const (
 // IDEMGEN_TEST_DATABASE_URL's server).
 type DB struct {
 	Pool *pgxpool.Pool // connected to the fresh database; closed at test cleanup
+	SQL  *sql.DB       // database/sql over Pool's connections (pgx's stdlib driver), for idem.NewSQLStore; closed at test cleanup
 	URL  string        // connection string of the fresh database (for tools like goose/dbmate/psql); a postgres:// URL unless IDEMGEN_TEST_DATABASE_URL is in keyword/value form
 	Name string        // database name
 
@@ -174,6 +177,7 @@ func (s *server) newDB(ctx context.Context, name string, o options) (_ *DB, err 
 	if db.Pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("idemtest: connect to %s: %w", dbName, err)
 	}
+	db.SQL = stdlib.OpenDBFromPool(db.Pool)
 
 	if migrations != nil {
 		if err := applyURL(ctx, db.URL, migrations); err != nil {
@@ -221,6 +225,11 @@ func execAll(ctx context.Context, conn *pgx.Conn, stmts []string) error {
 // and the database is dropped WITH (FORCE) regardless.
 func (db *DB) close() error {
 	var errs []error
+	if db.SQL != nil {
+		if err := db.SQL.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("idemtest: close the *sql.DB of %s: %w", db.Name, err))
+		}
+	}
 	if db.Pool != nil {
 		closed := make(chan struct{})
 		go func() {

@@ -1,0 +1,398 @@
+package idem_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
+)
+
+// The same promises, on both paths: pgx (Atomic, Inline) and database/sql
+// (AtomicSQL, InlineSQL).
+
+func TestPathsClaimReplayMismatch(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnvOn(t, p)
+			first := e.callOn(p, keyed("k"), "100", 100)
+			require.NoError(t, first.err)
+			assert.False(t, first.replayed)
+			again := e.callOn(p, keyed("k"), "100", 100)
+			require.NoError(t, again.err)
+			assert.True(t, again.replayed)
+			assert.Equal(t, first.r, again.r, "the replay is the stored response")
+			other := e.callOn(p, keyed("k"), "200", 200)
+			var me *idem.MismatchError
+			require.ErrorAs(t, other.err, &me)
+			assert.Equal(t, fp("100"), me.Stored)
+			assert.Equal(t, int64(1), e.executed.Load())
+			assert.Equal(t, 1, e.count(t, "payments"))
+			assert.Equal(t, 1, e.count(t, "idempotency_keys"))
+		})
+	}
+}
+
+func TestPathsFinalErrorReplayedOtherErrorLeavesNothing(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnvOn(t, p)
+			decline := func(ctx context.Context, q stmts) (Receipt, error) {
+				if _, err := chargeOn(100)(ctx, q); err != nil {
+					return Receipt{}, err
+				}
+				return Receipt{}, fmt.Errorf("card 4242: %w", errDeclined)
+			}
+			_, err := p.atomic(keyed("d"), e.store, e.m, fp("100"), decline)
+			require.ErrorIs(t, err, errDeclined)
+			ctx, o := idem.ContextWithOutcome(keyed("d"))
+			_, err = p.atomic(ctx, e.store, e.m, fp("100"), decline)
+			require.ErrorIs(t, err, errDeclined, "errors.Is holds on replay")
+			assert.True(t, o.Replayed())
+			assert.Equal(t, int64(1), e.executed.Load())
+			assert.Equal(t, 1, e.count(t, "payments"), "a final error commits the work with it")
+
+			boom := errors.New("boom")
+			_, err = p.atomic(keyed("f"), e.store, e.m, fp("100"), func(ctx context.Context, q stmts) (Receipt, error) {
+				_, err := chargeOn(100)(ctx, q)
+				require.NoError(t, err)
+				return Receipt{}, boom
+			})
+			require.ErrorIs(t, err, boom)
+			assert.Equal(t, 1, e.count(t, "payments"), "another error rolls the work back")
+			assert.Equal(t, 1, e.count(t, "idempotency_keys"))
+			r := e.callOn(p, keyed("f"), "100", 100)
+			require.NoError(t, r.err)
+			assert.False(t, r.replayed, "the retry runs again")
+		})
+	}
+}
+
+func TestPathsInTxStaysUsable(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnvOn(t, p)
+			ctx := context.Background()
+			require.NoError(t, e.callOn(p, keyed("in"), "100", 100).err)
+
+			tx, err := p.begin(ctx, e.db)
+			require.NoError(t, err)
+			defer func() { _ = tx.rollback(ctx) }()
+			require.NoError(t, tx.exec(ctx, `INSERT INTO payments (amount) VALUES (7)`))
+			// A refused claim (mismatch) leaves the caller's transaction usable.
+			_, err = p.atomicInTx(keyed("in"), e.store, tx, e.m, fp("999"), chargeOn(999))
+			require.ErrorIs(t, err, idem.ErrMismatch)
+			// A failing body rolls back to the savepoint only.
+			_, err = p.atomicInTx(keyed("in-2"), e.store, tx, e.m, fp("5"), func(ctx context.Context, q stmts) (Receipt, error) {
+				return Receipt{}, q.exec(ctx, `SELECT 1/0`)
+			})
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr)
+			assert.Equal(t, "22012", pgErr.Code)
+			// A replay inside the transaction.
+			ctxR, o := idem.ContextWithOutcome(keyed("in"))
+			_, err = p.atomicInTx(ctxR, e.store, tx, e.m, fp("100"), chargeOn(100))
+			require.NoError(t, err)
+			assert.True(t, o.Replayed())
+			// A new claim commits with the caller.
+			r, err := p.atomicInTx(keyed("in-3"), e.store, tx, e.m, fp("8"), chargeOn(8))
+			require.NoError(t, err)
+			require.NoError(t, tx.exec(ctx, `INSERT INTO payments (amount) VALUES (9)`), "the caller's transaction is still usable")
+			require.NoError(t, tx.commit(ctx))
+			assert.Equal(t, 4, e.count(t, "payments")) // 100, 7, 8, 9
+			again := e.callOn(p, keyed("in-3"), "8", 8)
+			assert.True(t, again.replayed)
+			assert.Equal(t, r, again.r)
+			assert.Equal(t, 2, e.count(t, "idempotency_keys"))
+		})
+	}
+}
+
+func TestPathsStormRunsOnce(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnvOn(t, p)
+			res := idemtest.Storm(t, 32, func(int) result { return e.callOn(p, keyed("storm"), "100", 100) })
+			replays := 0
+			for i, r := range res {
+				require.NoError(t, r.err, "call %d", i)
+				assert.Equal(t, res[0].r, r.r, "call %d", i)
+				if r.replayed {
+					replays++
+				}
+			}
+			assert.Equal(t, int64(1), e.executed.Load(), "one effect")
+			assert.Equal(t, len(res)-1, replays)
+			assert.Equal(t, 1, e.count(t, "payments"))
+		})
+	}
+}
+
+// TestPathsTwinWaitsWithinClaimWait: a twin whose holder has not committed
+// within the claim wait is told the key is in progress; once the holder
+// commits, the twin replays. The holder is held by the test, not by a
+// sleep.
+func TestPathsTwinWaitsWithinClaimWait(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnvOn(t, p, idem.WithClaimWait(50*time.Millisecond))
+			claimed, release := make(chan struct{}), make(chan struct{})
+			done := make(chan result, 1)
+			go func() {
+				ctx, o := idem.ContextWithOutcome(keyed("held"))
+				r, err := p.atomic(ctx, e.store, e.m, fp("100"), func(ctx context.Context, q stmts) (Receipt, error) {
+					r, err := chargeOn(100)(ctx, q)
+					close(claimed)
+					<-release
+					return r, err
+				})
+				done <- result{r, err, o.Replayed()}
+			}()
+			<-claimed
+			twin := e.callOn(p, keyed("held"), "100", 100)
+			var ip *idem.InProgressError
+			require.ErrorAs(t, twin.err, &ip, "the holder has not committed")
+			close(release)
+			first := <-done
+			require.NoError(t, first.err)
+			after := e.callOn(p, keyed("held"), "100", 100)
+			require.NoError(t, after.err)
+			assert.True(t, after.replayed)
+			assert.Equal(t, first.r, after.r)
+			assert.Equal(t, int64(1), e.executed.Load())
+		})
+	}
+}
+
+func TestPathsSerializationFailureRetried(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnvOn(t, p)
+			var attempts atomic.Int64
+			r, err := p.atomic(keyed("s"), e.store, e.m, fp("100"), func(ctx context.Context, q stmts) (Receipt, error) {
+				out, err := chargeOn(100)(ctx, q)
+				if err != nil || attempts.Add(1) > 1 {
+					return out, err
+				}
+				return out, q.exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'could not serialize' USING ERRCODE = 'serialization_failure'; END $$`)
+			})
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), attempts.Load())
+			assert.Equal(t, 1, e.count(t, "payments"), "the failed attempt rolled back")
+			assert.Equal(t, int64(100), r.Amount)
+
+			_, err = p.atomic(keyed("d"), e.store, e.m, fp("100"), func(ctx context.Context, q stmts) (Receipt, error) {
+				return Receipt{}, q.exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = 'deadlock_detected'; END $$`)
+			})
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr)
+			assert.Equal(t, "40P01", pgErr.Code)
+			assert.Equal(t, int64(2+idem.DefaultMaxAttempts), e.executed.Load(), "a deadlock is retried up to the store's attempts")
+		})
+	}
+}
+
+func TestPathsInline(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newInlineEnvOn(t, p)
+			order := func(ctx context.Context, item string) orderResult {
+				ctx, o := idem.ContextWithOutcome(ctx)
+				r, err := p.inline(ctx, e.store, e.om, fp(item), createOrderOn(item, 1))
+				return orderResult{r, err, o.Replayed()}
+			}
+			first := order(keyed("k1"), "book")
+			require.NoError(t, first.err)
+			assert.False(t, first.replayed)
+			again := order(keyed("k1"), "book")
+			require.NoError(t, again.err)
+			assert.True(t, again.replayed)
+			assert.Equal(t, first.o, again.o)
+			_, err := p.inline(keyed("k1"), e.store, e.om, fp("pen"), createOrderOn("pen", 1))
+			require.ErrorIs(t, err, idem.ErrMismatch)
+
+			res := idemtest.Storm(t, 16, func(int) orderResult { return order(keyed("k2"), "lamp") })
+			for i, r := range res {
+				require.NoError(t, r.err, "call %d", i)
+				assert.Equal(t, res[0].o, r.o, "call %d", i)
+			}
+			assert.Equal(t, 2, e.keyed(t), "one row per key")
+
+			_, err = p.inline(keyed("k3"), e.store, e.om, fp("cup"), func(ctx context.Context, q stmts) (Order, error) {
+				return Order{}, q.exec(ctx, `INSERT INTO orders (item, qty) VALUES ('no key', 1)`)
+			})
+			require.ErrorIs(t, err, idem.ErrKeyNotWritten)
+			assert.Equal(t, 2, e.keyed(t))
+		})
+	}
+}
+
+func TestPathsInlineInTx(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newInlineEnvOn(t, p)
+			ctx := context.Background()
+			first, err := p.inline(keyed("k"), e.store, e.om, fp("book"), createOrderOn("book", 1))
+			require.NoError(t, err)
+
+			tx, err := p.begin(ctx, e.db)
+			require.NoError(t, err)
+			defer func() { _ = tx.rollback(ctx) }()
+			// A refused claim (mismatch) leaves the caller's transaction usable.
+			_, err = p.inlineInTx(keyed("k"), e.store, tx, e.om, fp("pen"), createOrderOn("pen", 1))
+			require.ErrorIs(t, err, idem.ErrMismatch)
+			// A replay inside it.
+			rctx, o := idem.ContextWithOutcome(keyed("k"))
+			replayed, err := p.inlineInTx(rctx, e.store, tx, e.om, fp("book"), createOrderOn("book", 1))
+			require.NoError(t, err)
+			assert.True(t, o.Replayed())
+			assert.Equal(t, first, replayed)
+			// A failing body rolls back to the savepoint only.
+			_, err = p.inlineInTx(keyed("k2"), e.store, tx, e.om, fp("cup"), func(ctx context.Context, q stmts) (Order, error) {
+				return Order{}, q.exec(ctx, `SELECT 1/0`)
+			})
+			require.Error(t, err)
+			// A new claim commits with the caller.
+			_, err = p.inlineInTx(keyed("k3"), e.store, tx, e.om, fp("lamp"), createOrderOn("lamp", 1))
+			require.NoError(t, err)
+			require.NoError(t, tx.exec(ctx, `INSERT INTO orders (item, qty) VALUES ('after', 1)`), "the caller's transaction is still usable")
+			require.NoError(t, tx.commit(ctx))
+			assert.Equal(t, 2, e.keyed(t))
+		})
+	}
+}
+
+// TestSQLStoreServesExternalAndSweeps: External, Sweep, SweepInline and
+// the janitor's SweepAll work on a store made by NewSQLStore.
+func TestSQLStoreServesExternalAndSweeps(t *testing.T) {
+	e := newEnvOn(t, sqlPath)
+	ctx := context.Background()
+	var calls atomic.Int64
+	ext := func(ctx context.Context) (Receipt, error) {
+		n := calls.Add(1)
+		return Receipt{PaymentID: n, Note: "bank"}, nil
+	}
+	first, err := idem.External(keyed("x"), e.store, e.m, fp("1"), ext)
+	require.NoError(t, err)
+	rctx, o := idem.ContextWithOutcome(keyed("x"))
+	again, err := idem.External(rctx, e.store, e.m, fp("1"), ext)
+	require.NoError(t, err)
+	assert.True(t, o.Replayed())
+	assert.Equal(t, first, again)
+	assert.Equal(t, int64(1), calls.Load())
+	_, err = idem.External(keyed("x"), e.store, e.m, fp("2"), ext)
+	require.ErrorIs(t, err, idem.ErrMismatch)
+	_, err = idem.External(keyed("y"), e.store, e.m, fp("1"), func(ctx context.Context) (Receipt, error) {
+		return Receipt{}, fmt.Errorf("card: %w", errDeclined)
+	})
+	require.ErrorIs(t, err, errDeclined)
+	require.Equal(t, 2, e.count(t, "idempotency_keys"))
+
+	e.clock.Advance(retention + time.Minute)
+	n, err := e.store.Sweep(ctx, 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "the sweep deletes the expired rows")
+	assert.Equal(t, 0, e.count(t, "idempotency_keys"))
+}
+
+func TestSQLStoreSweepsInlineKeys(t *testing.T) {
+	e := newInlineEnvOn(t, sqlPath)
+	ctx := context.Background()
+	_, err := sqlPath.inline(keyed("k"), e.store, e.om, fp("book"), createOrderOn("book", 1))
+	require.NoError(t, err)
+	idem.RegisterInline(e.store, e.om)
+	e.age(t, retention+time.Minute)
+	n, err := e.store.SweepAll(ctx, 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	assert.Equal(t, 0, e.keyed(t), "the key is off its row")
+}
+
+// notPgx is a database/sql driver that is not pgx's: the store must refuse
+// it before any connection is made (lib/pq is refused the same way).
+type notPgx struct{}
+
+func (notPgx) Open(string) (driver.Conn, error) { return nil, errors.New("notPgx: never connects") }
+
+type notPgxConnector struct{}
+
+func (notPgxConnector) Connect(context.Context) (driver.Conn, error) {
+	return nil, errors.New("notPgx: never connects")
+}
+
+func (notPgxConnector) Driver() driver.Driver { return notPgx{} }
+
+func TestNewSQLStoreRefusesOtherDrivers(t *testing.T) {
+	db := sql.OpenDB(notPgxConnector{})
+	t.Cleanup(func() { _ = db.Close() })
+	_, err := idem.NewSQLStore(db)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "idem_test.notPgx")
+	assert.Contains(t, err.Error(), `sql.Open("pgx", dsn)`)
+	assert.Contains(t, err.Error(), "*pgconn.PgError")
+	assert.NotContains(t, err.Error(), "\n")
+
+	_, err = idem.NewSQLStore(nil)
+	require.Error(t, err)
+}
+
+func TestWrongStoreKindFailsClosed(t *testing.T) {
+	e := newEnvOn(t, pgxPath)
+	sqlStore, err := idem.NewSQLStore(e.db.SQL)
+	require.NoError(t, err)
+	ctx := context.Background()
+	assert.Nil(t, sqlStore.Pool())
+	assert.Same(t, e.db.SQL, sqlStore.DB())
+	assert.Nil(t, e.store.DB())
+
+	_, err = sqlPath.atomic(keyed("a"), e.store, e.m, fp("1"), chargeOn(1))
+	require.ErrorContains(t, err, "AtomicSQL: the store was made by NewStore")
+	_, err = pgxPath.atomic(keyed("a"), sqlStore, e.m, fp("1"), chargeOn(1))
+	require.ErrorContains(t, err, "Atomic: the store was made by NewSQLStore over a *sql.DB: call AtomicSQL")
+
+	ptx, err := pgxPath.begin(ctx, e.db)
+	require.NoError(t, err)
+	defer func() { _ = ptx.rollback(ctx) }()
+	_, err = pgxPath.atomicInTx(keyed("a"), sqlStore, ptx, e.m, fp("1"), chargeOn(1))
+	require.ErrorContains(t, err, "call AtomicSQLInTx")
+	stx, err := sqlPath.begin(ctx, e.db)
+	require.NoError(t, err)
+	defer func() { _ = stx.rollback(ctx) }()
+	_, err = sqlPath.atomicInTx(keyed("a"), e.store, stx, e.m, fp("1"), chargeOn(1))
+	require.ErrorContains(t, err, "AtomicSQLInTx: the store was made by NewStore")
+
+	om := ordersMethod()
+	_, err = sqlPath.inline(keyed("a"), e.store, om, fp("1"), createOrderOn("x", 1))
+	require.ErrorContains(t, err, "InlineSQL: the store was made by NewStore")
+	_, err = pgxPath.inline(keyed("a"), sqlStore, om, fp("1"), createOrderOn("x", 1))
+	require.ErrorContains(t, err, "call InlineSQL")
+	_, err = pgxPath.inlineInTx(keyed("a"), sqlStore, ptx, om, fp("1"), createOrderOn("x", 1))
+	require.ErrorContains(t, err, "call InlineSQLInTx")
+	_, err = sqlPath.inlineInTx(keyed("a"), e.store, stx, om, fp("1"), createOrderOn("x", 1))
+	require.ErrorContains(t, err, "InlineSQLInTx: the store was made by NewStore")
+	assert.Equal(t, int64(0), e.executed.Load(), "no body ran")
+	assert.Equal(t, 0, e.count(t, "idempotency_keys"))
+}
+
+// TestSQLBodyThatEndsItsTransaction: database/sql cannot stop a body from
+// committing the *sql.Tx it is given; AtomicSQL then refuses to report
+// success, and does not retry.
+func TestSQLBodyThatEndsItsTransaction(t *testing.T) {
+	e := newEnvOn(t, sqlPath)
+	_, err := idem.AtomicSQL(keyed("c"), e.store, e.m, fp("100"), func(ctx context.Context, tx *sql.Tx) (Receipt, error) {
+		return Receipt{}, tx.Rollback()
+	})
+	require.ErrorContains(t, err, "must not commit or roll back")
+	assert.Equal(t, int64(1), e.executed.Load(), "not retried")
+	assert.Equal(t, 0, e.count(t, "idempotency_keys"))
+}

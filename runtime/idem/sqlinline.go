@@ -1,0 +1,199 @@
+package idem
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// InlineLookupSQL is InlineLookup for services on database/sql: it reads
+// the row stored under k.Scope and k.Key in tx and returns the response it
+// represents and the fingerprint written with it, or an error wrapping
+// sql.ErrNoRows (or pgx.ErrNoRows) when there is no such row.
+type InlineLookupSQL[R any] func(ctx context.Context, tx *sql.Tx, k InlineKey) (R, []byte, error)
+
+// InlineSQL is Inline for services on database/sql: s must come from
+// NewSQLStore, and body runs in a *sql.Tx on one of the store's connections
+// and must write InlineKeyFrom(ctx) into the row it inserts: that INSERT is
+// the claim. The guarantees are Inline's, decided by the same code: the key
+// check travels before COMMIT (a body that did not write its key gets
+// ErrKeyNotWritten and everything rolls back); a twin's INSERT that hits
+// the table's idempotency index is answered from the holder's row (lookup,
+// in a transaction of its own); an expired key is taken off its old row and
+// the request runs as new.
+//
+// database/sql gives no way to watch the body's statements, so the lost
+// claim is seen in the error body returns: return the INSERT's error
+// (wrapped is fine). A body that swallows it fails at the key check with
+// the transaction's abort instead, and is not replayed.
+func InlineSQL[R any](ctx context.Context, s *Store, m *InlineMethod[R], fingerprint []byte, lookup InlineLookupSQL[R], body func(ctx context.Context, tx *sql.Tx) (R, error)) (R, error) {
+	var zero R
+	if err := s.needDB("InlineSQL", "Inline"); err != nil {
+		return zero, err
+	}
+	q, err := m.queries()
+	if err != nil {
+		return zero, err
+	}
+	c, err := s.newCall(ctx, m.Name, fingerprint)
+	if err != nil {
+		return zero, err
+	}
+	startOutcome(ctx, m.retention(s))
+	return retryAttempts(ctx, s, c, func() (R, error) { return inlineSQLAttempt(ctx, s, m, q, c, lookup, body) })
+}
+
+func inlineSQLAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, lookup InlineLookupSQL[R], body func(context.Context, *sql.Tx) (R, error)) (R, error) {
+	var zero R
+	t, err := newSQLAttempt(ctx, s, c)
+	if err != nil {
+		return zero, err
+	}
+	end := endFailed
+	defer func() { t.done(ctx, s, end) }()
+	t.txCtx, t.cancel = s.commitContext(ctx)
+	if t.tx, err = t.conn.BeginTx(t.txCtx, nil); err != nil {
+		return zero, storeErr(c.method, "begin", err)
+	}
+
+	k := InlineKey{Scope: c.scope, Key: c.key, Fingerprint: c.fp}
+	ev := c.event()
+	start := time.Now()
+	out, berr := body(context.WithValue(ctx, inlineKeyCtx, k), t.tx)
+	ev.Duration, ev.Err = time.Since(start), berr
+	s.hook(ctx, s.cfg.hooks.Executed, ev)
+	if lostInlineClaim(q.schema, berr) {
+		// Another row holds the key: end the aborted transaction and
+		// answer from that row.
+		_ = t.tx.Rollback()
+		return inlineSQLAnswer(ctx, s, m, q, c, t.conn, lookup, k)
+	}
+	if berr != nil {
+		return zero, berr
+	}
+	if err := commit(ctx, s, c, t, q.check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
+		return zero, err
+	}
+	end = endCommitted
+	s.hook(ctx, s.cfg.hooks.Claimed, ev)
+	return out, nil
+}
+
+// inlineSQLAnswer answers a refused claim on conn, in a transaction of its
+// own: it frees the key if it has expired, runs the lookup, and commits;
+// then inlineSettle decides. Before a replay it asks whether commits wait
+// for a synchronous standby and, if they do, confirms the row is there.
+func inlineSQLAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, conn *sql.Conn, lookup InlineLookupSQL[R], k InlineKey) (R, error) {
+	var zero R
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return zero, storeErr(c.method, "look up the row holding the key", err)
+	}
+	defer func() { _ = tx.Rollback() }() // ErrTxDone after the commit
+	freed, out, stored, lerr := inlineSQLLookup(ctx, s, m, q, c, tx, lookup, k)
+	if lerr == nil || errors.Is(lerr, pgx.ErrNoRows) {
+		if err := tx.Commit(); err != nil {
+			return zero, storeErr(c.method, "look up the row holding the key", err)
+		}
+	}
+	confirm := func(ctx context.Context) error {
+		return rawConn(conn, func(pc *pgx.Conn) error {
+			return s.confirmReplication(ctx, pc, pc.PgConn(), c, "", true)
+		})
+	}
+	return inlineSettle(ctx, s, c, out, stored, lerr, freed, confirm)
+}
+
+// inlineSQLLookup frees the key if it has expired, then runs the lookup.
+// No row is reported as pgx.ErrNoRows, as inlineSettle expects.
+func inlineSQLLookup[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, tx *sql.Tx, lookup InlineLookupSQL[R], k InlineKey) (freed bool, out R, stored []byte, err error) {
+	res, err := tx.ExecContext(ctx, q.free, s.now(), c.scope, c.key, micros(m.retention(s)))
+	if err != nil {
+		return false, out, nil, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err == nil, out, nil, err
+	}
+	out, stored, err = lookup(context.WithValue(ctx, inlineKeyCtx, k), tx, k)
+	return false, out, stored, sqlErr(err)
+}
+
+// InlineSQLInTx is InlineInTx for services on database/sql: the body runs
+// under a savepoint in the caller's tx; a refused claim rolls back to it
+// and the lookup runs in tx, so tx stays usable; everything commits (or
+// not) with tx. s must come from NewSQLStore. As in InlineSQL, body must
+// return the error of the INSERT that claims.
+func InlineSQLInTx[R any](ctx context.Context, s *Store, tx *sql.Tx, m *InlineMethod[R], fingerprint []byte, lookup InlineLookupSQL[R], body func(ctx context.Context, tx *sql.Tx) (R, error)) (R, error) {
+	var zero R
+	if err := s.needDB("InlineSQLInTx", "InlineInTx"); err != nil {
+		return zero, err
+	}
+	q, err := m.queries()
+	if err != nil {
+		return zero, err
+	}
+	c, err := s.newCall(ctx, m.Name, fingerprint)
+	if err != nil {
+		return zero, err
+	}
+	startOutcome(ctx, m.retention(s))
+
+	const sp = "idem_inline"
+	t := sqlStmts{tx: tx}
+	if _, err := t.Exec(ctx, "SAVEPOINT "+sp); err != nil {
+		return zero, storeErr(c.method, "savepoint", err)
+	}
+	released := false
+	defer func() { // error paths and panics
+		if !released {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
+			defer cancel()
+			_, _ = t.Exec(uctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)
+		}
+	}()
+
+	k := InlineKey{Scope: c.scope, Key: c.key, Fingerprint: c.fp}
+	ev := c.event()
+	start := time.Now()
+	out, berr := body(context.WithValue(ctx, inlineKeyCtx, k), tx)
+	ev.Duration, ev.Err = time.Since(start), berr
+	s.hook(ctx, s.cfg.hooks.Executed, ev)
+	if lostInlineClaim(q.schema, berr) {
+		released = true
+		if _, err := t.Exec(ctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp); err != nil {
+			return zero, storeErr(c.method, "roll back to the savepoint", err)
+		}
+		freed, out, stored, lerr := inlineSQLLookup(ctx, s, m, q, c, tx, lookup, k)
+		confirm := func(ctx context.Context) error {
+			sync, err := t.syncRep(ctx)
+			if err != nil || !sync {
+				return err
+			}
+			return s.confirmInTx(ctx, t, c)
+		}
+		out, err := inlineSettle(ctx, s, c, out, stored, lerr, freed, confirm)
+		if errors.Is(err, errKeyFreed) {
+			// Claim the freed key once more, still inside tx.
+			return InlineSQLInTx(ctx, s, tx, m, fingerprint, lookup, body)
+		}
+		return out, err
+	}
+	if berr != nil {
+		return zero, berr
+	}
+	if _, err := t.Exec(ctx, q.check, c.scope, c.key, c.fp); err != nil {
+		if isDivisionByZero(err) {
+			return zero, keyNotWritten(c, q)
+		}
+		return zero, storeErr(c.method, "check key", err)
+	}
+	if _, err := t.Exec(ctx, "RELEASE SAVEPOINT "+sp); err != nil {
+		return zero, storeErr(c.method, "check key", err)
+	}
+	released = true
+	s.hook(ctx, s.cfg.hooks.Claimed, ev)
+	return out, nil
+}

@@ -1,0 +1,124 @@
+package idem
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// NewSQLStore returns a Store over db, for services that reach PostgreSQL
+// through database/sql. db must use pgx's database/sql driver,
+// github.com/jackc/pgx/v5/stdlib: sql.Open("pgx", dsn), stdlib.OpenDB or
+// stdlib.OpenDBFromPool. Any other driver (lib/pq among them) is refused:
+// the store reads PostgreSQL's errors as pgx's *pgconn.PgError (the SQLSTATE
+// and constraint name that tell a lost claim, a claim wait that ran out, a
+// serialization failure) and the server's notices through the pgx
+// connection under database/sql (a COMMIT whose wait for a synchronous
+// standby was cancelled, see NoticeHandler; install it with stdlib.OpenDB
+// and ConnConfig.OnNotice).
+//
+// A store made here serves AtomicSQL, AtomicSQLInTx, InlineSQL,
+// InlineSQLInTx, External, Sweep, SweepInline and the Janitor; Atomic and
+// Inline (which take a pgx.Tx) refuse it. It fails only on invalid options.
+// WithTransactionPooling is refused: the query mode of a *sql.DB's
+// connections cannot be checked (open it with default_query_exec_mode=exec
+// in the DSN behind a transaction-mode pooler, and leave the option out).
+func NewSQLStore(db *sql.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("idem: NewSQLStore: nil *sql.DB")
+	}
+	if _, ok := db.Driver().(*stdlib.Driver); !ok {
+		return nil, fmt.Errorf("idem: NewSQLStore: the *sql.DB uses the driver %T, and the store needs pgx's (github.com/jackc/pgx/v5/stdlib), "+
+			"whose errors (*pgconn.PgError) and connection notices it reads; the same DSN works with sql.Open(\"pgx\", dsn) "+
+			"after import _ \"github.com/jackc/pgx/v5/stdlib\"", db.Driver())
+	}
+	s, err := newStore(opts, func(cfg config) error {
+		if cfg.txPooling {
+			return errors.New("WithTransactionPooling: the query mode of a *sql.DB's connections cannot be checked; " +
+				"open it with default_query_exec_mode=exec in the DSN and leave the option out")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("idem: NewSQLStore: %w", err)
+	}
+	s.db, s.pool = db, sqlPool{db: db}
+	return s, nil
+}
+
+// DB returns the *sql.DB the store uses: nil for a store made by NewStore
+// (see Pool).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// needPool refuses a store made by NewSQLStore in fn, a function that takes
+// a pgx.Tx; alt is its database/sql counterpart.
+func (s *Store) needPool(fn, alt string) error {
+	if s.db != nil {
+		return fmt.Errorf("idem: %s: the store was made by NewSQLStore over a *sql.DB: call %s, whose body takes a *sql.Tx, "+
+			"or make the store with NewStore over a *pgxpool.Pool", fn, alt)
+	}
+	return nil
+}
+
+// needDB refuses a store made by NewStore in fn, a function that takes a
+// *sql.Tx; alt is its pgx counterpart.
+func (s *Store) needDB(fn, alt string) error {
+	if s.db == nil {
+		return fmt.Errorf("idem: %s: the store was made by NewStore over a pgx pool: make it with NewSQLStore over a *sql.DB "+
+			"(stdlib.OpenDBFromPool(pool) gives one over the same pool), or call %s, whose body takes a pgx.Tx", fn, alt)
+	}
+	return nil
+}
+
+// withSQLConn runs fn on the pgx connection under one of db's.
+func (s *Store) withSQLConn(ctx context.Context, fn func(*pgx.Conn) error) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	return rawConn(conn, fn)
+}
+
+// sqlPool is the Pool of a store made by NewSQLStore: the single
+// statements of external mode and of sweeps go through the *sql.DB, and
+// the statements that need the connection itself through withConn.
+type sqlPool struct{ db *sql.DB }
+
+var _ Pool = sqlPool{}
+
+// Acquire is never called on a store made by NewSQLStore (needPool,
+// withConn).
+func (p sqlPool) Acquire(context.Context) (*pgxpool.Conn, error) {
+	return nil, errors.New("idem: internal error: a store made by NewSQLStore has no pgx pool")
+}
+
+// Exec runs one statement. The command tag carries only the affected row
+// count.
+func (p sqlPool) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+	res, err := p.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return affected(res)
+}
+
+// QueryRow runs one statement that returns a row.
+func (p sqlPool) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
+	return sqlRow{p.db.QueryRowContext(ctx, query, args...)}
+}
+
+// affected is res's affected row count as a command tag.
+func affected(res sql.Result) (pgconn.CommandTag, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return pgconn.NewCommandTag(fmt.Sprintf("UPDATE %d", n)), nil
+}

@@ -1,0 +1,200 @@
+package idem
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// One protocol, two transports.
+//
+// The ledger's statements and the decisions around them (claim, atomicRun,
+// atomicInTxRun) are written once. What differs between the pgx path and
+// the database/sql path is only how the statements travel: pgx pipelines
+// them (BEGIN or SAVEPOINT with the claim, the response with COMMIT or
+// RELEASE, in one round trip each); database/sql sends one statement at a
+// time, since it has no way to queue a statement behind another
+// (sqltransport.go). A ledgerTx is that difference, and nothing else.
+
+// ledgerTx carries the ledger statements of one atomic call on its
+// transaction: an attempt's own transaction (Atomic), or a savepoint in the
+// caller's (AtomicInTx).
+type ledgerTx interface {
+	// QueryRow runs one statement on the open transaction.
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	// Exec runs one statement on the open transaction.
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+
+	// claim sends begin (BEGIN or a SAVEPOINT) and the claim statement
+	// sql, and scans the claim's row into dest.
+	claim(ctx context.Context, begin, sql string, args []any, dest []any) error
+	// syncRep reports whether the session's commits wait for a
+	// synchronous standby (syncRepSQL). A transport that pipelines asked
+	// it with the claim, at no cost; one that cannot asks it now, and only
+	// a replay calls it.
+	syncRep(ctx context.Context) (bool, error)
+	// finish runs stmt, then end (COMMIT, or RELEASE SAVEPOINT), and
+	// returns end's command tag. stmt's failure is returned as is
+	// (isDivisionByZero tells the finish statement's refusal).
+	finish(ctx context.Context, stmt string, args []any, end string) (endTag string, err error)
+}
+
+// attemptTx is a ledgerTx on a transaction the attempt owns: it also knows
+// the connection (for the server's notices), how the COMMIT is bounded, and
+// how the transaction ends when it does not commit.
+type attemptTx interface {
+	ledgerTx
+	// commitContext is the context the finish statement and COMMIT run
+	// under (see Store.commitContext).
+	commitContext(ctx context.Context, s *Store) (context.Context, context.CancelFunc)
+	// pgConn is the connection, whose notices say whether a COMMIT
+	// reached the synchronous standby (NoticeHandler).
+	pgConn() *pgconn.PgConn
+	// confirmReplay ends the transaction and confirms that every row
+	// committed before is on the synchronous standby (confirmReplication).
+	confirmReplay(ctx context.Context, s *Store, c call) error
+	// done ends the attempt: gives the connection back after a commit,
+	// rolls back in the background after a replay (the answer is the
+	// caller's already), and rolls back otherwise.
+	done(ctx context.Context, s *Store, how attemptEnd)
+}
+
+// attemptEnd is how an attempt's transaction ended.
+type attemptEnd int
+
+const (
+	endFailed    attemptEnd = iota // error, lost claim, or a panic on its way up
+	endCommitted                   // committed (or already ended)
+	endReplayed                    // read only: roll back without making the caller wait
+)
+
+// pgxAttempt is the pgx transport of an attempt's own transaction: BEGIN
+// travels with the claim and COMMIT with the response, in one batch each.
+type pgxAttempt struct {
+	conn *pgxpool.Conn
+	sync pgconn.CommandTag // syncRepSQL's answer, read with the claim
+}
+
+var _ attemptTx = (*pgxAttempt)(nil)
+
+func (t *pgxAttempt) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return t.conn.QueryRow(ctx, sql, args...)
+}
+
+func (t *pgxAttempt) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.conn.Exec(ctx, sql, args...)
+}
+
+func (t *pgxAttempt) claim(ctx context.Context, begin, sql string, args []any, dest []any) error {
+	var err error
+	t.sync, err = claimBatch(ctx, t.conn, begin, sql, args, dest)
+	return err
+}
+
+func (t *pgxAttempt) syncRep(context.Context) (bool, error) { return t.sync.RowsAffected() == 1, nil }
+
+func (t *pgxAttempt) finish(ctx context.Context, stmt string, args []any, end string) (string, error) {
+	return finishBatch(ctx, t.conn, stmt, args, end)
+}
+
+func (t *pgxAttempt) commitContext(ctx context.Context, s *Store) (context.Context, context.CancelFunc) {
+	return s.commitContext(ctx)
+}
+
+func (t *pgxAttempt) pgConn() *pgconn.PgConn { return t.conn.Conn().PgConn() }
+
+func (t *pgxAttempt) confirmReplay(ctx context.Context, s *Store, c call) error {
+	// The ROLLBACK goes out with the confirmation, in one round trip.
+	return s.confirmReplication(ctx, t.conn, t.pgConn(), c, "ROLLBACK", false)
+}
+
+func (t *pgxAttempt) done(ctx context.Context, s *Store, how attemptEnd) {
+	switch how {
+	case endCommitted:
+		t.conn.Release()
+	case endReplayed:
+		go func() { s.rollback(ctx, t.conn); t.conn.Release() }()
+	default:
+		s.rollback(ctx, t.conn)
+		t.conn.Release()
+	}
+}
+
+// pgxInTx is the pgx transport of a savepoint in the caller's transaction:
+// the savepoint travels with the claim and RELEASE with the response.
+type pgxInTx struct {
+	tx   pgx.Tx
+	sync pgconn.CommandTag
+}
+
+var _ ledgerTx = (*pgxInTx)(nil)
+
+func (t *pgxInTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return t.tx.QueryRow(ctx, sql, args...)
+}
+
+func (t *pgxInTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.tx.Exec(ctx, sql, args...)
+}
+
+func (t *pgxInTx) claim(ctx context.Context, begin, sql string, args []any, dest []any) error {
+	var err error
+	t.sync, err = claimBatch(ctx, t.tx, begin, sql, args, dest)
+	return err
+}
+
+func (t *pgxInTx) syncRep(context.Context) (bool, error) { return t.sync.RowsAffected() == 1, nil }
+
+func (t *pgxInTx) finish(ctx context.Context, stmt string, args []any, end string) (string, error) {
+	return finishBatch(ctx, t.tx, stmt, args, end)
+}
+
+// batcher is what the pgx transports send batches on.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// claimBatch sends begin, the claim and syncRepSQL in one round trip, and
+// returns syncRepSQL's command tag.
+func claimBatch(ctx context.Context, conn batcher, begin, sql string, args []any, dest []any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(begin)
+	b.Queue(sql, args...)
+	b.Queue(syncRepSQL)
+	br := conn.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var syncTag pgconn.CommandTag
+	if err == nil {
+		if err = br.QueryRow().Scan(dest...); err == nil {
+			syncTag, err = br.Exec()
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return syncTag, err
+}
+
+// finishBatch sends stmt and end in one round trip and returns end's
+// command tag.
+func finishBatch(ctx context.Context, conn batcher, stmt string, args []any, end string) (string, error) {
+	b := &pgx.Batch{}
+	b.Queue(stmt, args...)
+	b.Queue(end)
+	br := conn.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if isDivisionByZero(err) {
+		_ = br.Close()
+		return "", err
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag.String(), err
+}
