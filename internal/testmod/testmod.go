@@ -27,7 +27,9 @@ var requireRE = regexp.MustCompile(`(?ms)^require (\(.*?^\)|[^\n]*)`)
 // New writes files (slash-separated names) into a fresh module
 // example.com/<name> that requires this repository through a replace
 // directive, with the repository's requirements and go.sum, so building it
-// needs no network. It returns the module's directory.
+// needs no network. A "go.mod" among files is appended to the module's
+// go.mod: requirements of local stand-ins for other modules, with their
+// replace directives. It returns the module's directory.
 func New(t testing.TB, name string, files map[string][]byte) string {
 	t.Helper()
 	root := RepoRoot(t)
@@ -43,10 +45,11 @@ func New(t testing.TB, name string, files map[string][]byte) string {
 	mod := "module example.com/" + name + "\n\ngo 1.26.8\n\nrequire github.com/idemgen/idemgen v0.0.0\n\n" +
 		strings.Join(requireRE.FindAllString(string(gomod), -1), "\n\n") +
 		"\n\nreplace github.com/idemgen/idemgen => " + root + "\n"
-	all := map[string][]byte{"go.mod": []byte(mod), "go.sum": sum}
+	all := map[string][]byte{"go.sum": sum}
 	for n, b := range files {
 		all[n] = b
 	}
+	all["go.mod"] = []byte(mod + string(files["go.mod"]))
 	for n, b := range all {
 		p := filepath.Join(dir, filepath.FromSlash(n))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -2,6 +2,7 @@ package idemtest
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 
@@ -39,6 +40,8 @@ func runtimeOf[R, T any](t *testing.T) txRuntime[R, T] {
 	switch any((*T)(nil)).(type) {
 	case *pgx.Tx:
 		rt = pgxRuntime[R]()
+	case **sql.Tx:
+		rt = sqlRuntime[R]()
 	}
 	r, ok := rt.(txRuntime[R, T])
 	if !ok {
