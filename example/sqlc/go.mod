@@ -8,6 +8,8 @@ require (
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	github.com/uptrace/bun v1.3.0
+	github.com/uptrace/bun/dialect/pgdialect v1.3.0
+	gorm.io/driver/postgres v1.6.3
 	gorm.io/gorm v1.31.2
 )
 
