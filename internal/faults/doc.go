@@ -14,6 +14,12 @@
 // replication, and logs a table of lost and repeated effects per mode
 // (docs/ha.md).
 //
+// The restart, lost-COMMIT and twins scenarios run twice, as subtests named
+// after the path: on pgx (idem.NewStore over a pool, methods taking a
+// pgx.Tx) and on database/sql (idem.NewSQLStore over a *sql.DB opened with
+// pgx's stdlib driver, methods taking a *sql.Tx), with the same intentions
+// and checks.
+//
 // It is its own module so that its dependencies (the fault proxy) stay out of
 // the project's go.mod. Run it with the project's test script, or here:
 //
