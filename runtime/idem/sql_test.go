@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/lib/pq" // the driver NewSQLStore refuses
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -318,32 +318,34 @@ func TestSQLStoreSweepsInlineKeys(t *testing.T) {
 	assert.Equal(t, 0, e.keyed(t), "the key is off its row")
 }
 
-// notPgx is a database/sql driver that is not pgx's: the store must refuse
-// it before any connection is made (lib/pq is refused the same way).
-type notPgx struct{}
-
-func (notPgx) Open(string) (driver.Conn, error) { return nil, errors.New("notPgx: never connects") }
-
-type notPgxConnector struct{}
-
-func (notPgxConnector) Connect(context.Context) (driver.Conn, error) {
-	return nil, errors.New("notPgx: never connects")
-}
-
-func (notPgxConnector) Driver() driver.Driver { return notPgx{} }
-
-func TestNewSQLStoreRefusesOtherDrivers(t *testing.T) {
-	db := sql.OpenDB(notPgxConnector{})
-	t.Cleanup(func() { _ = db.Close() })
-	_, err := idem.NewSQLStore(db)
+// TestNewSQLStoreRefusesLibPQ: lib/pq's *sql.DB is refused before any
+// connection is made, with the reason and what to write instead; what it
+// says to write works with the same DSN.
+func TestNewSQLStoreRefusesLibPQ(t *testing.T) {
+	e := newEnvOn(t, sqlPath)
+	pq, err := sql.Open("postgres", e.db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pq.Close() })
+	_, err = idem.NewSQLStore(pq)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "idem_test.notPgx")
-	assert.Contains(t, err.Error(), `sql.Open("pgx", dsn)`)
+	assert.Contains(t, err.Error(), "the driver *pq.Driver")
 	assert.Contains(t, err.Error(), "*pgconn.PgError")
+	assert.Contains(t, err.Error(), `the same DSN works with sql.Open("pgx", dsn)`)
 	assert.NotContains(t, err.Error(), "\n")
 
+	px, err := sql.Open("pgx", e.db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	s, err := idem.NewSQLStore(px)
+	require.NoError(t, err)
+	_, err = idem.AtomicSQL(keyed("k"), s, e.m, fp("1"), func(ctx context.Context, tx *sql.Tx) (Receipt, error) {
+		return chargeOn(1)(ctx, sqlStmts{tx})
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 1, e.count(t, "payments"))
+
 	_, err = idem.NewSQLStore(nil)
-	require.Error(t, err)
+	require.ErrorContains(t, err, "nil *sql.DB")
 }
 
 func TestWrongStoreKindFailsClosed(t *testing.T) {
