@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/dave/jennifer v1.7.1
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/lib/pq v1.12.3
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/tools v0.52.0
 )
