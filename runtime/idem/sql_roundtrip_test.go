@@ -83,7 +83,7 @@ type pathTrips struct {
 // connection, and records each.
 func recordPath(t *testing.T, p path) pathTrips {
 	var l stmtLog
-	db := idemtest.New(t, idemtest.WithSetup(paymentsDDL),
+	db := idemtest.New(t, idemtest.WithSetup(append([]string{paymentsDDL}, ordersDDL(t)...)...),
 		idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.ConnConfig.Tracer = &l; c.MaxConns = 1 }))
 	e := &env{db: db, m: chargeMethod()}
 	s, err := p.newStore(db)
@@ -111,9 +111,17 @@ func recordPath(t *testing.T, p path) pathTrips {
 		require.NoError(t, err)
 		require.NoError(t, tx.commit(ctx))
 	}
+	inline := func(key string) func() {
+		return func() {
+			_, err := p.inline(keyed(key), s, ordersMethod(), fp("book"), createOrderOn("book", 1))
+			require.NoError(t, err)
+		}
+	}
 	// Warm the statement cache: preparing is a round trip of its own.
 	unrecorded := func(fn func()) (int, []string) { fn(); return 0, nil }
 	plain()
+	inline("warm")()
+	inline("warm")()
 	atomicCall("warm")()
 	atomicCall("warm")()
 	inTx(unrecorded)
@@ -127,6 +135,8 @@ func recordPath(t *testing.T, p path) pathTrips {
 	r.trips["replay"], r.stmts["replay"] = l.record(atomicCall("k"))
 	r.trips["in tx, claimed"], r.stmts["in tx, claimed"] = inTx(l.record)
 	r.trips["in tx, replay"], r.stmts["in tx, replay"] = inTx(l.record)
+	r.trips["inline, claimed"], r.stmts["inline, claimed"] = l.record(inline("i"))
+	r.trips["inline, replay"], r.stmts["inline, replay"] = l.record(inline("i"))
 	return r
 }
 
@@ -134,7 +144,9 @@ func recordPath(t *testing.T, p path) pathTrips {
 // database/sql path for the same work (one INSERT), and checks that the
 // database/sql path sends no statement the pgx path does not: it sends the
 // same statements one at a time, except syncRepSQL, which pgx pipelines
-// with the claim at no cost and database/sql sends only on a replay.
+// with the claim at no cost and database/sql sends only on a replay. Inline
+// mode's replay is the exception: its lookup takes a *sql.Tx, so it runs in
+// a transaction of its own.
 func TestRoundTripsBothPaths(t *testing.T) {
 	got := map[string]pathTrips{}
 	for _, p := range paths {
@@ -147,14 +159,23 @@ func TestRoundTripsBothPaths(t *testing.T) {
 		"replay":         {1, 3}, // pgx: BEGIN+claim; database/sql: BEGIN, claim, syncRep
 		"in tx, claimed": {3, 5}, // SAVEPOINT(+claim), INSERT, finish(+RELEASE)
 		"in tx, replay":  {2, 4}, // SAVEPOINT(+claim)(, syncRep), then ROLLBACK TO + RELEASE
+		// pgx: BEGIN+INSERT, check+COMMIT; database/sql: each alone.
+		"inline, claimed": {2, 4},
+		// pgx: BEGIN+INSERT, then ROLLBACK+syncRep+free+lookup; database/sql:
+		// BEGIN, INSERT, then (after ROLLBACK) BEGIN, free, lookup, COMMIT
+		// and the confirmation that writes nothing without a standby.
+		"inline, replay": {2, 7},
 	}
 	for name, w := range want {
 		assert.Equal(t, w[0], pg.trips[name], "pgx: %s: %q", name, pg.stmts[name])
 		assert.Equal(t, w[1], sq.trips[name], "database/sql: %s: %q", name, sq.stmts[name])
+		t.Logf("%-15s pgx %d  database/sql %d", name, pg.trips[name], sq.trips[name])
+		if name == "inline, replay" {
+			continue // the lookup takes a *sql.Tx: one of its own, committed
+		}
 		for _, stmt := range sq.stmts[name] {
 			assert.Contains(t, pg.stmts[name], stmt, "%s: database/sql sends a statement the pgx path does not", name)
 		}
-		t.Logf("%-15s pgx %d  database/sql %d", name, pg.trips[name], sq.trips[name])
 	}
 	assert.Len(t, sq.stmts["claimed"], len(pg.stmts["claimed"])-1, "claimed: the same statements but syncRepSQL: %q vs %q", sq.stmts["claimed"], pg.stmts["claimed"])
 	assert.Equal(t, fmt.Sprint(pg.stmts["replay"]), fmt.Sprint(sq.stmts["replay"]), "a replay sends the same statements")
