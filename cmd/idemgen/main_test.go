@@ -396,3 +396,33 @@ func TestMissingFixtureFirstError(t *testing.T) {
 	require.Greater(t, lineNo, 1)
 	assert.Equal(t, "\t// func samplePaymentsChargeArgs(t *testing.T) (req ChargeRequest)", lines[lineNo-2], "the line above declares the fixture")
 }
+
+// TestSQLTxEndToEnd is a new user's module on database/sql (methods that
+// take a *sql.Tx, an external one on the same store, an inline one): go
+// generate, -check clean, and the generated tests, which build their stores
+// with idem.NewSQLStore over db.SQL, green against a real PostgreSQL, with
+// a hand-written test through the HTTP middleware.
+func TestSQLTxEndToEnd(t *testing.T) {
+	dir := testmod.New(t, "sqltx", loadModule(t, "sqltx"))
+	path := toolPath(t)
+	r := sh(t, dir, path, nil, "idemgen", "./...")
+	require.Equal(t, 0, r.code, "idemgen ./...: %s", r.stderr)
+	r = sh(t, dir, path, nil, "idemgen", "-check", "./...")
+	require.Equal(t, 0, r.code, "idemgen -check after generate: %s%s", r.stdout, r.stderr)
+	test, err := os.ReadFile(filepath.Join(dir, "bank", "idem_gen_test.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(test), "idem.NewSQLStore(db.SQL, opts...)")
+	r = sh(t, dir, path, nil, "go", "vet", "./...")
+	require.Equal(t, 0, r.code, "go vet: %s", r.stderr)
+	r = sh(t, dir, path, nil, "go", "test", "-count=1", "-v", "./...")
+	require.Equal(t, 0, r.code, "go test in the generated module:\n%s%s", r.stdout, r.stderr)
+	for _, name := range []string{
+		"TestIdempotentBankTransfer/storm", "TestIdempotentBankTransfer/same_key,_different_request",
+		"TestIdempotentBankTransfer/final_error_ErrInsufficient", "TestIdempotentBankTransfer/in_the_caller's_transaction",
+		"TestIdempotentBankTransfer/failing_body_in_the_caller's_transaction", "TestIdempotentBankClose/twins",
+		"TestIdempotentBankNotify/crash_mid-work,_then_takeover", "TestIdempotentShopCreateOrder/in_the_caller's_transaction",
+		"TestIdempotentShopCreateOrder/body_that_forgets_the_key", "TestHTTPOnSQLStore",
+	} {
+		assert.Contains(t, r.stdout, "--- PASS: "+name, "generated test did not pass")
+	}
+}

@@ -318,8 +318,9 @@ func TestSQLStoreSweepsInlineKeys(t *testing.T) {
 	assert.Equal(t, 0, e.keyed(t), "the key is off its row")
 }
 
-// notPgx is a database/sql driver that is not pgx's: the store must refuse
-// it before any connection is made (lib/pq is refused the same way).
+// notPgx is a database/sql driver that is not pgx's: the store refuses it
+// before any connection is made (internal/compat/drivers refuses lib/pq
+// itself).
 type notPgx struct{}
 
 func (notPgx) Open(string) (driver.Conn, error) { return nil, errors.New("notPgx: never connects") }
@@ -337,13 +338,13 @@ func TestNewSQLStoreRefusesOtherDrivers(t *testing.T) {
 	t.Cleanup(func() { _ = db.Close() })
 	_, err := idem.NewSQLStore(db)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "idem_test.notPgx")
-	assert.Contains(t, err.Error(), `sql.Open("pgx", dsn)`)
+	assert.Contains(t, err.Error(), "the driver idem_test.notPgx")
 	assert.Contains(t, err.Error(), "*pgconn.PgError")
+	assert.Contains(t, err.Error(), `the same DSN works with sql.Open("pgx", dsn)`)
 	assert.NotContains(t, err.Error(), "\n")
 
 	_, err = idem.NewSQLStore(nil)
-	require.Error(t, err)
+	require.ErrorContains(t, err, "nil *sql.DB")
 }
 
 func TestWrongStoreKindFailsClosed(t *testing.T) {

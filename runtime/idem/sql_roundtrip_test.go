@@ -1,0 +1,182 @@
+package idem_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idemtest"
+)
+
+// stmtLog records, on a pool's connections, the round trips (a query, or a
+// batch of pipelined statements) and the statements that travel. A
+// ROLLBACK is left out of both: a replay sends it after the caller has its
+// answer. BEGIN and COMMIT are recorded in capitals, whoever sends them
+// (database/sql's driver writes them in lower case).
+type stmtLog struct {
+	mu    sync.Mutex
+	trips int
+	stmts []string
+}
+
+func (l *stmtLog) add(trip bool, sql string) {
+	if strings.EqualFold(sql, "rollback") {
+		return
+	}
+	if strings.EqualFold(sql, "begin") || strings.EqualFold(sql, "commit") {
+		sql = strings.ToUpper(sql)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if trip {
+		l.trips++
+	}
+	if sql != "" {
+		l.stmts = append(l.stmts, sql)
+	}
+}
+
+func (l *stmtLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	l.add(true, d.SQL)
+	return ctx
+}
+
+func (l *stmtLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (l *stmtLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	l.add(true, "")
+	return ctx
+}
+
+func (l *stmtLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	l.add(false, d.SQL)
+}
+
+func (l *stmtLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// record returns the round trips and statements of fn.
+func (l *stmtLog) record(fn func()) (int, []string) {
+	l.mu.Lock()
+	trips, n := l.trips, len(l.stmts)
+	l.mu.Unlock()
+	fn()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.trips - trips, slices.Clone(l.stmts[n:])
+}
+
+// pathTrips are the round trips and statements of one path's calls.
+type pathTrips struct {
+	trips map[string]int
+	stmts map[string][]string
+}
+
+// recordPath runs the calls the docs compare on path p, on one warm
+// connection, and records each.
+func recordPath(t *testing.T, p path) pathTrips {
+	var l stmtLog
+	db := idemtest.New(t, idemtest.WithSetup(append([]string{paymentsDDL}, ordersDDL(t)...)...),
+		idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.ConnConfig.Tracer = &l; c.MaxConns = 1 }))
+	e := &env{db: db, m: chargeMethod()}
+	s, err := p.newStore(db)
+	require.NoError(t, err)
+	e.store = s
+	ctx := context.Background()
+	atomicCall := func(key string) func() {
+		return func() { require.NoError(t, e.callOn(p, keyed(key), "1", 1).err) }
+	}
+	// The caller's BEGIN and COMMIT are the caller's: recorded apart.
+	inTx := func(record func(func()) (int, []string)) (int, []string) {
+		tx, err := p.begin(ctx, db)
+		require.NoError(t, err)
+		trips, stmts := record(func() {
+			_, err := p.atomicInTx(keyed("t"), s, tx, e.m, fp("1"), chargeOn(1))
+			require.NoError(t, err)
+		})
+		require.NoError(t, tx.commit(ctx))
+		return trips, stmts
+	}
+	plain := func() {
+		tx, err := p.begin(ctx, db)
+		require.NoError(t, err)
+		_, err = chargeOn(1)(ctx, tx)
+		require.NoError(t, err)
+		require.NoError(t, tx.commit(ctx))
+	}
+	inline := func(key string) func() {
+		return func() {
+			_, err := p.inline(keyed(key), s, ordersMethod(), fp("book"), createOrderOn("book", 1))
+			require.NoError(t, err)
+		}
+	}
+	// Warm the statement cache: preparing is a round trip of its own.
+	unrecorded := func(fn func()) (int, []string) { fn(); return 0, nil }
+	plain()
+	inline("warm")()
+	inline("warm")()
+	atomicCall("warm")()
+	atomicCall("warm")()
+	inTx(unrecorded)
+	inTx(unrecorded)
+	_, err = db.Pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE key = 't'`)
+	require.NoError(t, err)
+
+	r := pathTrips{trips: map[string]int{}, stmts: map[string][]string{}}
+	r.trips["work alone"], r.stmts["work alone"] = l.record(plain)
+	r.trips["claimed"], r.stmts["claimed"] = l.record(atomicCall("k"))
+	r.trips["replay"], r.stmts["replay"] = l.record(atomicCall("k"))
+	r.trips["in tx, claimed"], r.stmts["in tx, claimed"] = inTx(l.record)
+	r.trips["in tx, replay"], r.stmts["in tx, replay"] = inTx(l.record)
+	r.trips["inline, claimed"], r.stmts["inline, claimed"] = l.record(inline("i"))
+	r.trips["inline, replay"], r.stmts["inline, replay"] = l.record(inline("i"))
+	return r
+}
+
+// TestRoundTripsBothPaths pins the round trips of the pgx path and the
+// database/sql path for the same work (one INSERT), and checks that the
+// database/sql path sends no statement the pgx path does not: it sends the
+// same statements one at a time, except syncRepSQL, which pgx pipelines
+// with the claim at no cost and database/sql sends only on a replay. Inline
+// mode's replay is the exception: its lookup takes a *sql.Tx, so it runs in
+// a transaction of its own.
+func TestRoundTripsBothPaths(t *testing.T) {
+	got := map[string]pathTrips{}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) { got[p.name] = recordPath(t, p) })
+	}
+	pg, sq := got[pgxPath.name], got[sqlPath.name]
+	want := map[string][2]int{ // pgx, database/sql
+		"work alone":     {3, 3}, // BEGIN, INSERT, COMMIT
+		"claimed":        {3, 5}, // pgx: BEGIN+claim, INSERT, finish+COMMIT; database/sql: each alone
+		"replay":         {1, 3}, // pgx: BEGIN+claim; database/sql: BEGIN, claim, syncRep
+		"in tx, claimed": {3, 5}, // SAVEPOINT(+claim), INSERT, finish(+RELEASE)
+		"in tx, replay":  {2, 4}, // SAVEPOINT(+claim)(, syncRep), then ROLLBACK TO + RELEASE
+		// pgx: BEGIN+INSERT, check+COMMIT; database/sql: each alone.
+		"inline, claimed": {2, 4},
+		// pgx: BEGIN+INSERT, then ROLLBACK+syncRep+free+lookup; database/sql:
+		// BEGIN, INSERT, then (after ROLLBACK) BEGIN, free, lookup, COMMIT
+		// and the confirmation that writes nothing without a standby.
+		"inline, replay": {2, 7},
+	}
+	for name, w := range want {
+		assert.Equal(t, w[0], pg.trips[name], "pgx: %s: %q", name, pg.stmts[name])
+		assert.Equal(t, w[1], sq.trips[name], "database/sql: %s: %q", name, sq.stmts[name])
+		t.Logf("%-15s pgx %d  database/sql %d", name, pg.trips[name], sq.trips[name])
+		if name == "inline, replay" {
+			continue // the lookup takes a *sql.Tx: one of its own, committed
+		}
+		for _, stmt := range sq.stmts[name] {
+			assert.Contains(t, pg.stmts[name], stmt, "%s: database/sql sends a statement the pgx path does not", name)
+		}
+	}
+	assert.Len(t, sq.stmts["claimed"], len(pg.stmts["claimed"])-1, "claimed: the same statements but syncRepSQL: %q vs %q", sq.stmts["claimed"], pg.stmts["claimed"])
+	assert.Equal(t, fmt.Sprint(pg.stmts["replay"]), fmt.Sprint(sq.stmts["replay"]), "a replay sends the same statements")
+}
