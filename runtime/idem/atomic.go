@@ -120,18 +120,12 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 		end = endReplayed
 		// The answer is already the caller's: end the read-only
 		// transaction without making the caller wait for it.
-		if replaysOutcome(r, c) {
-			sync, err := t.syncRep(ctx)
-			if err != nil {
-				return zero, storeErr(c.method, "ask whether commits wait for a synchronous standby", err)
-			}
-			if sync {
-				// Confirm the standby has the row first; the transaction
-				// ends with the confirmation (replication.go).
-				end = endCommitted
-				if err := t.confirmReplay(ctx, s, c); err != nil {
-					return zero, err
-				}
+		if replaysOutcome(r, c) && r.syncRep {
+			// Confirm the standby has the row first; the transaction ends
+			// with the confirmation (replication.go).
+			end = endCommitted
+			if err := t.confirmReplay(ctx, s, c); err != nil {
+				return zero, err
 			}
 		}
 		return settle(ctx, s, m, c, r)
@@ -292,12 +286,13 @@ type heldRow struct {
 	expired      pgtype.Bool
 	lockedUntil  *time.Time
 	now          time.Time
+	syncRep      bool
 	waitRestored string
 }
 
 func (h *heldRow) dest() []any {
 	return []any{&h.claimed, &h.fingerprint, &h.status, &h.response, &h.errName, &h.errMsg, &h.steps,
-		&h.fence, &h.intention, &h.expired, &h.lockedUntil, &h.now, &h.waitRestored}
+		&h.fence, &h.intention, &h.expired, &h.lockedUntil, &h.now, &h.syncRep, &h.waitRestored}
 }
 
 // row returns the held row, found false when no row held the key.
@@ -312,7 +307,7 @@ func (h *heldRow) row() (ledgerRow, bool, error) {
 	return ledgerRow{
 		fingerprint: h.fingerprint, status: h.status.String, response: h.response,
 		errName: h.errName, errMsg: h.errMsg, steps: steps, fence: h.fence.Int64,
-		intention: h.intention, expired: h.expired.Bool, lockedUntil: h.lockedUntil, now: h.now,
+		intention: h.intention, expired: h.expired.Bool, lockedUntil: h.lockedUntil, now: h.now, syncRep: h.syncRep,
 	}, true, nil
 }
 
@@ -421,15 +416,9 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 	case !found:
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
 	case !r.expired:
-		if replaysOutcome(r, c) {
-			sync, err := t.syncRep(ctx)
-			if err != nil {
-				return zero, storeErr(c.method, "ask whether commits wait for a synchronous standby", err)
-			}
-			if sync {
-				if err := s.confirmInTx(ctx, t, c); err != nil {
-					return zero, err
-				}
+		if replaysOutcome(r, c) && r.syncRep {
+			if err := s.confirmInTx(ctx, t, c); err != nil {
+				return zero, err
 			}
 		}
 		return settle(ctx, s, m, c, r)

@@ -58,6 +58,7 @@ type ledgerRow struct {
 	expired     bool
 	lockedUntil *time.Time
 	now         time.Time
+	syncRep     bool // the session's commits wait for a synchronous standby
 }
 
 // readRow runs the read statement. found is false when there is no row.
@@ -70,7 +71,7 @@ func scanRow(row pgx.Row, c call) (r ledgerRow, found bool, err error) {
 	var steps []byte // jsonb, as text: database/sql cannot scan into a map
 	err = row.Scan(
 		&r.fingerprint, &r.status, &r.response, &r.errName, &r.errMsg, &steps, &r.fence, &r.intention,
-		&r.expired, &r.lockedUntil, &r.now)
+		&r.expired, &r.lockedUntil, &r.now, &r.syncRep)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}

@@ -21,8 +21,12 @@ func newQueries(table string) queries {
 	// rowColumns are the columns of a row read back (scanRow's order), from
 	// the row aliased r. expired means a claim may start a new intention on
 	// the row: its retention ended and no attempt holds a live lock on it.
+	// sync_rep says whether the session's commits wait for a synchronous
+	// standby (replication.go): a replay needs to know, and asking here
+	// costs no statement of its own.
 	const rowColumns = `r.fingerprint, r.status, r.response, r.error_name, r.error_message, r.steps, r.fence, r.intention,
-       r.expires_at <= ` + now + ` AND (r.locked_until IS NULL OR r.locked_until <= ` + now + `) AS expired, r.locked_until, ` + now + ` AS now`
+       r.expires_at <= ` + now + ` AND (r.locked_until IS NULL OR r.locked_until <= ` + now + `) AS expired, r.locked_until, ` + now + ` AS now,
+       ` + syncRepColumn + ` AS sync_rep`
 	return queries{
 		// read: the separate statement that reads a row the claim did not get.
 		read: fmt.Sprintf(`SELECT %[2]s

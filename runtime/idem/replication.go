@@ -30,7 +30,7 @@ import (
 //
 // The row such a COMMIT leaves is visible to a retry on the same primary.
 // A retry never replays it as success before the standby has it: the claim
-// (or the inline lookup) also asks, in the same round trip, whether the
+// statement (or the inline lookup's round trip) also asks whether the
 // session's commits wait for a synchronous standby; if they do, before a
 // stored outcome is replayed the runtime runs confirmReplication, a
 // statement that writes a tiny record to the WAL and commits. That commit's record comes after the commit of
@@ -140,13 +140,17 @@ func outcomeUnknown(c call, cause error) error {
 	return fmt.Errorf("%w: %s: key %q: %w: %w", ErrStore, c.method, c.key, ErrOutcomeNotRecorded, cause)
 }
 
+// syncRepColumn is true when the session's commits wait for a synchronous
+// standby: a column of the claim and read statements (rowColumns), so that
+// a replay learns it with the row. A server that does not know the settings
+// (a PostgreSQL-compatible one) reads them as NULL: false.
+const syncRepColumn = `coalesce(current_setting('synchronous_standby_names', true) <> ''
+    AND current_setting('synchronous_commit', true) IN ('on', 'remote_write', 'remote_apply'), false)`
+
 // syncRepSQL answers one row when the session's commits wait for a
 // synchronous standby, none otherwise (the command tag says which). It goes
-// out with the claim, or with the inline lookup, in the same round trip. A
-// server that does not know the settings (a PostgreSQL-compatible one) reads
-// them as NULL and answers none.
-const syncRepSQL = `SELECT 1 WHERE current_setting('synchronous_standby_names', true) <> ''
-    AND current_setting('synchronous_commit', true) IN ('on', 'remote_write', 'remote_apply')`
+// out with the inline lookup, in the same round trip.
+const syncRepSQL = `SELECT 1 WHERE ` + syncRepColumn
 
 // confirmReplicationSQL writes a record to the WAL in the transaction: an
 // empty transactional logical decoding message (prefix "idem.confirm";

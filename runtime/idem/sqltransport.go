@@ -15,8 +15,9 @@ import (
 // transport (transport.go), sent one at a time. database/sql has no way to
 // queue a statement behind another, and a *sql.Tx is begun and committed by
 // database/sql itself: BEGIN cannot travel with the claim, nor COMMIT with
-// the response, and syncRepSQL, free with the claim on pgx, is asked only
-// by a replay that needs it.
+// the response. Whether commits wait for a synchronous standby comes with
+// the claim's row on both transports (syncRepColumn); only inline mode's
+// replay, whose lookup is the user's statement, asks it in one of its own.
 
 // sqlStmts is what the database/sql transports send statements on: the
 // attempt's *sql.Tx, or the caller's.
@@ -39,6 +40,8 @@ func (t sqlStmts) Exec(ctx context.Context, query string, args ...any) (pgconn.C
 	return affected(res)
 }
 
+// syncRep reports whether the session's commits wait for a synchronous
+// standby (syncRepSQL): for inline mode's replay.
 func (t sqlStmts) syncRep(ctx context.Context) (bool, error) {
 	var one int
 	err := t.QueryRow(ctx, syncRepSQL).Scan(&one)

@@ -30,11 +30,6 @@ type ledgerTx interface {
 	// claim sends begin (BEGIN or a SAVEPOINT) and the claim statement
 	// sql, and scans the claim's row into dest.
 	claim(ctx context.Context, begin, sql string, args []any, dest []any) error
-	// syncRep reports whether the session's commits wait for a
-	// synchronous standby (syncRepSQL). A transport that pipelines asked
-	// it with the claim, at no cost; one that cannot asks it now, and only
-	// a replay calls it.
-	syncRep(ctx context.Context) (bool, error)
 	// finish runs stmt, then end (COMMIT, or RELEASE SAVEPOINT), and
 	// returns end's command tag. stmt's failure is returned as is
 	// (isDivisionByZero tells the finish statement's refusal).
@@ -74,7 +69,6 @@ const (
 // travels with the claim and COMMIT with the response, in one batch each.
 type pgxAttempt struct {
 	conn *pgxpool.Conn
-	sync pgconn.CommandTag // syncRepSQL's answer, read with the claim
 }
 
 var _ attemptTx = (*pgxAttempt)(nil)
@@ -88,12 +82,8 @@ func (t *pgxAttempt) Exec(ctx context.Context, sql string, args ...any) (pgconn.
 }
 
 func (t *pgxAttempt) claim(ctx context.Context, begin, sql string, args []any, dest []any) error {
-	var err error
-	t.sync, err = claimBatch(ctx, t.conn, begin, sql, args, dest)
-	return err
+	return claimBatch(ctx, t.conn, begin, sql, args, dest)
 }
-
-func (t *pgxAttempt) syncRep(context.Context) (bool, error) { return t.sync.RowsAffected() == 1, nil }
 
 func (t *pgxAttempt) finish(ctx context.Context, stmt string, args []any, end string) (string, error) {
 	return finishBatch(ctx, t.conn, stmt, args, end)
@@ -125,8 +115,7 @@ func (t *pgxAttempt) done(ctx context.Context, s *Store, how attemptEnd) {
 // pgxInTx is the pgx transport of a savepoint in the caller's transaction:
 // the savepoint travels with the claim and RELEASE with the response.
 type pgxInTx struct {
-	tx   pgx.Tx
-	sync pgconn.CommandTag
+	tx pgx.Tx
 }
 
 var _ ledgerTx = (*pgxInTx)(nil)
@@ -140,12 +129,8 @@ func (t *pgxInTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 }
 
 func (t *pgxInTx) claim(ctx context.Context, begin, sql string, args []any, dest []any) error {
-	var err error
-	t.sync, err = claimBatch(ctx, t.tx, begin, sql, args, dest)
-	return err
+	return claimBatch(ctx, t.tx, begin, sql, args, dest)
 }
-
-func (t *pgxInTx) syncRep(context.Context) (bool, error) { return t.sync.RowsAffected() == 1, nil }
 
 func (t *pgxInTx) finish(ctx context.Context, stmt string, args []any, end string) (string, error) {
 	return finishBatch(ctx, t.tx, stmt, args, end)
@@ -156,25 +141,21 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// claimBatch sends begin, the claim and syncRepSQL in one round trip, and
-// returns syncRepSQL's command tag.
-func claimBatch(ctx context.Context, conn batcher, begin, sql string, args []any, dest []any) (pgconn.CommandTag, error) {
+// claimBatch sends begin and the claim in one round trip and scans the
+// claim's row into dest.
+func claimBatch(ctx context.Context, conn batcher, begin, sql string, args []any, dest []any) error {
 	b := &pgx.Batch{}
 	b.Queue(begin)
 	b.Queue(sql, args...)
-	b.Queue(syncRepSQL)
 	br := conn.SendBatch(ctx, b)
 	_, err := br.Exec()
-	var syncTag pgconn.CommandTag
 	if err == nil {
-		if err = br.QueryRow().Scan(dest...); err == nil {
-			syncTag, err = br.Exec()
-		}
+		err = br.QueryRow().Scan(dest...)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return syncTag, err
+	return err
 }
 
 // finishBatch sends stmt and end in one round trip and returns end's
