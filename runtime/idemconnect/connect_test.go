@@ -2,6 +2,7 @@ package idemconnect_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -50,6 +51,7 @@ type svc struct {
 	fail     func(attempt int64) error
 	sawKey   chan string
 	url      string
+	onSQL    bool // the store is on database/sql: Charge runs through idem.AtomicSQL
 }
 
 func fingerprint(amount int64) []byte {
@@ -70,16 +72,32 @@ func (s *svc) charge(ctx context.Context, req *connect.Request[in]) (*connect.Re
 		}
 	}
 	amount := req.Msg.GetValue()
-	id, err := idem.Atomic(ctx, s.store, chargeMethod, fingerprint(amount), func(ctx context.Context, tx pgx.Tx) (int64, error) {
-		s.executed.Add(1)
-		var id int64
-		err := tx.QueryRow(ctx, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`, amount).Scan(&id)
-		return id, err
-	})
+	id, err := s.chargeBody(ctx, amount)
 	if err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(wrapperspb.Int64(id)), nil
+}
+
+// chargeBody is Charge's work, one payment row, through idem.Atomic on a
+// pgx.Tx, or through idem.AtomicSQL on a *sql.Tx when the store is on
+// database/sql (a service on sqlc, bun or GORM).
+func (s *svc) chargeBody(ctx context.Context, amount int64) (int64, error) {
+	const insert = `INSERT INTO payments (amount) VALUES ($1) RETURNING id`
+	if s.onSQL {
+		return idem.AtomicSQL(ctx, s.store, chargeMethod, fingerprint(amount), func(ctx context.Context, tx *sql.Tx) (int64, error) {
+			s.executed.Add(1)
+			var id int64
+			err := tx.QueryRowContext(ctx, insert, amount).Scan(&id)
+			return id, err
+		})
+	}
+	return idem.Atomic(ctx, s.store, chargeMethod, fingerprint(amount), func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		s.executed.Add(1)
+		var id int64
+		err := tx.QueryRow(ctx, insert, amount).Scan(&id)
+		return id, err
+	})
 }
 
 func (s *svc) payout(ctx context.Context, req *connect.Request[in]) (*connect.Response[out], error) {
@@ -113,16 +131,25 @@ func bearerScope(_ context.Context, req connect.AnyRequest) (string, error) {
 	return acct, nil
 }
 
-func start(t *testing.T) *svc {
+func start(t *testing.T) *svc { return startOn(t, false) }
+
+// startOn serves the procedures; onSQL builds the store on database/sql
+// (idem.NewSQLStore over the database's *sql.DB) instead of the pgx pool.
+func startOn(t *testing.T, onSQL bool) *svc {
 	t.Helper()
 	s := &svc{
 		db:      idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`)),
 		started: make(chan struct{}, 1),
 		release: make(chan struct{}),
 		sawKey:  make(chan string, 16),
+		onSQL:   onSQL,
 	}
 	var err error
-	s.store, err = idem.NewStore(s.db.Pool)
+	if onSQL {
+		s.store, err = idem.NewSQLStore(s.db.SQL)
+	} else {
+		s.store, err = idem.NewStore(s.db.Pool)
+	}
 	require.NoError(t, err)
 	ic := connect.WithInterceptors(idemconnect.NewHandlerInterceptor(idemconnect.HandlerConfig{Scope: bearerScope}))
 	mux := http.NewServeMux()
@@ -170,6 +197,41 @@ func TestReplayOverConnect(t *testing.T) {
 	assert.Equal(t, "true", again.Header().Get(idemconnect.HeaderReplayed))
 	assert.Equal(t, first.Msg.GetValue(), again.Msg.GetValue())
 	assert.Equal(t, 1, s.count(t))
+}
+
+// TestDatabaseSQLUnchanged runs a service on database/sql (its store built
+// from a *sql.DB, Charge on a *sql.Tx through idem.AtomicSQL, Payout
+// external on the same store) behind the unchanged interceptor: a replay, a
+// mismatch, and a twin told to retry while the first call runs.
+func TestDatabaseSQLUnchanged(t *testing.T) {
+	s := startOn(t, true)
+	c := s.client("Charge")
+	first, err := send(t.Context(), c, "acct_1", "ch-1", 500)
+	require.NoError(t, err)
+	assert.Empty(t, first.Header().Get(idemconnect.HeaderReplayed))
+	again, err := send(t.Context(), c, "acct_1", "ch-1", 500)
+	require.NoError(t, err)
+	assert.Equal(t, "true", again.Header().Get(idemconnect.HeaderReplayed))
+	assert.Equal(t, first.Msg.GetValue(), again.Msg.GetValue())
+	_, err = send(t.Context(), c, "acct_1", "ch-1", 501)
+	assert.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "the same key with another request: %v", err)
+	assert.Equal(t, 1, s.count(t))
+
+	p := s.client("Payout")
+	done := make(chan error, 1)
+	go func() {
+		_, err := send(t.Context(), p, "acct_1", "po-1", 700)
+		done <- err
+	}()
+	<-s.started
+	_, err = send(t.Context(), p, "acct_1", "po-1", 700)
+	assert.Equal(t, connect.CodeAborted, connect.CodeOf(err), "twin: %v", err)
+	close(s.release)
+	require.NoError(t, <-done)
+	resp, err := send(t.Context(), p, "acct_1", "po-1", 700)
+	require.NoError(t, err)
+	assert.Equal(t, "true", resp.Header().Get(idemconnect.HeaderReplayed))
+	assert.Equal(t, int64(2), s.executed.Load(), "one Charge, one Payout")
 }
 
 func TestErrorsAsConnectCodes(t *testing.T) {

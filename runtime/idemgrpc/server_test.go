@@ -41,6 +41,38 @@ func TestReplayOverGRPC(t *testing.T) {
 	assert.Equal(t, int64(2), s.executed.Load())
 }
 
+// TestDatabaseSQLUnchanged runs a service on database/sql (its store built
+// from a *sql.DB, Charge on a *sql.Tx through idem.AtomicSQL, Payout
+// external on the same store) behind the unchanged interceptor: a replay, a
+// mismatch, and a twin told to retry while the first call runs.
+func TestDatabaseSQLUnchanged(t *testing.T) {
+	s, cc := startOn(t, true)
+	first, _, err := call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 500))
+	require.NoError(t, err)
+	again, h, err := call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 500))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
+	assert.Equal(t, paymentID(first), paymentID(again), "the replay is the first answer")
+	_, _, err = call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 501))
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "the same key with another request: %v", err)
+	assert.Equal(t, 1, s.count(t))
+
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
+		done <- err
+	}()
+	<-s.started
+	_, _, err = call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
+	assert.Equal(t, codes.Aborted, status.Code(err), "twin: %v", err)
+	close(s.release)
+	require.NoError(t, <-done)
+	_, h, err = call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
+	assert.Equal(t, int64(2), s.executed.Load(), "one Charge, one Payout")
+}
+
 func TestRequestIDWorksAsMetadataKey(t *testing.T) {
 	s, cc := start(t)
 	first, _, err := call(t.Context(), cc, "Charge", "acct_1", "", newReq(uuid4, 500))

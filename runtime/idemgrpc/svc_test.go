@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"context"
+	"database/sql"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -98,6 +99,7 @@ type svc struct {
 	started  chan struct{}
 	release  chan struct{}
 	fail     func(ctx context.Context, attempt int64) error // if set, Charge fails with its error before the ledger
+	onSQL    bool                                           // the store is on database/sql: Charge runs through idem.AtomicSQL
 }
 
 func fingerprint(amount int64) []byte {
@@ -114,13 +116,29 @@ func (s *svc) charge(ctx context.Context, req *dynamicpb.Message) (*dynamicpb.Me
 			return nil, err
 		}
 	}
-	id, err := idem.Atomic(ctx, s.store, chargeMethod, fingerprint(amountOf(req)), func(ctx context.Context, tx pgx.Tx) (int64, error) {
+	id, err := s.chargeBody(ctx, amountOf(req))
+	return receipt(id), err
+}
+
+// chargeBody is Charge's work, one payment row, through idem.Atomic on a
+// pgx.Tx, or through idem.AtomicSQL on a *sql.Tx when the store is on
+// database/sql (a service on sqlc, bun or GORM).
+func (s *svc) chargeBody(ctx context.Context, amount int64) (int64, error) {
+	const insert = `INSERT INTO payments (amount) VALUES ($1) RETURNING id`
+	if s.onSQL {
+		return idem.AtomicSQL(ctx, s.store, chargeMethod, fingerprint(amount), func(ctx context.Context, tx *sql.Tx) (int64, error) {
+			s.executed.Add(1)
+			var id int64
+			err := tx.QueryRowContext(ctx, insert, amount).Scan(&id)
+			return id, err
+		})
+	}
+	return idem.Atomic(ctx, s.store, chargeMethod, fingerprint(amount), func(ctx context.Context, tx pgx.Tx) (int64, error) {
 		s.executed.Add(1)
 		var id int64
-		err := tx.QueryRow(ctx, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`, amountOf(req)).Scan(&id)
+		err := tx.QueryRow(ctx, insert, amount).Scan(&id)
 		return id, err
 	})
-	return receipt(id), err
 }
 
 func (s *svc) payout(ctx context.Context, req *dynamicpb.Message) (*dynamicpb.Message, error) {
@@ -178,15 +196,26 @@ func bearerScope(ctx context.Context, _ string) (string, error) {
 // start serves the service on loopback behind the server interceptor and
 // returns a connection to it with the given dial options.
 func start(t *testing.T, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
+	return startOn(t, false, opts...)
+}
+
+// startOn is start; onSQL builds the store on database/sql
+// (idem.NewSQLStore over the database's *sql.DB) instead of the pgx pool.
+func startOn(t *testing.T, onSQL bool, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
 	t.Helper()
 	s := &svc{
 		db:      idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`)),
 		sawKey:  make(chan string, 16),
 		started: make(chan struct{}, 1),
 		release: make(chan struct{}),
+		onSQL:   onSQL,
 	}
 	var err error
-	s.store, err = idem.NewStore(s.db.Pool)
+	if onSQL {
+		s.store, err = idem.NewSQLStore(s.db.SQL)
+	} else {
+		s.store, err = idem.NewStore(s.db.Pool)
+	}
 	require.NoError(t, err)
 	srv := grpc.NewServer(grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(idemgrpc.ServerConfig{Scope: bearerScope})))
 	srv.RegisterService(&grpc.ServiceDesc{ServiceName: service, HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{
