@@ -236,7 +236,7 @@ type stmtCount struct {
 func (b *bench) costs(ctx context.Context) error {
 	fmt.Fprintf(b.w, "\n## What the server does per call\n\n")
 	fmt.Fprintf(b.w, "%d calls per path, one at a time, after a warm-up. Statements are the executions pg_stat_statements counted (utility statements too); "+
-		"PostgreSQL before 16 does not count a BEGIN or COMMIT sent in a pipeline (the extended protocol), as the runtime and the floor send theirs, "+
+		"PostgreSQL 15's does not count a BEGIN or COMMIT sent with the extended protocol, as every statement of a batch is (the runtime and the floor send theirs so), "+
 		"so the statements the client sent are counted too, each statement of a batch on its own. "+
 		"Rows written are inserts, updates and deletes counted by pg_stat_user_tables; "+
 		"WAL is the pg_current_wal_insert_lsn() delta, with nothing else running on the server.\n\n", b.cfg.costsOps)

@@ -36,7 +36,9 @@
 //   - costs: per call of plain, spell, inline, claimed, replay, external,
 //     lookup, floor and xfloor, what the server did: statements executed
 //     (pg_stat_statements, BEGIN, COMMIT and ROLLBACK included; the
-//     library is preloaded), rows written (pg_stat_user_tables, flushed
+//     library is preloaded; PostgreSQL 15's misses a BEGIN or COMMIT sent
+//     in a batch, so the statements the client sent are counted too, by a
+//     pgx tracer), rows written (pg_stat_user_tables, flushed
 //     with pg_stat_force_next_flush on a one-connection pool) and WAL bytes
 //     inserted (pg_current_wal_insert_lsn, which unlike pg_current_wal_lsn
 //     does not lag behind asynchronous commits), -costs.ops calls one at a
