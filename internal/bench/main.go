@@ -43,7 +43,8 @@
 //     inserted (pg_current_wal_insert_lsn, which unlike pg_current_wal_lsn
 //     does not lag behind asynchronous commits), -costs.ops calls one at a
 //     time with autovacuum off and nothing else running. These figures
-//     the machine's load cannot change. Run it last, or alone:
+//     the machine's load cannot change. It runs after every other
+//     experiment; the preloaded library costs them a little, alike:
 //
 //     go run -C internal/bench . -run floors,costs
 //
