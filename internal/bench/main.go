@@ -9,19 +9,15 @@
 //
 //   - latency: every path at every concurrency: p50, p99, calls per
 //     second, and the ratios to the spell; -png draws them.
-//
 //   - scale: claim and replay p50/p99 with the ledger already holding
 //     -scale.rows rows (bulk-loaded with INSERT … SELECT generate_series);
 //     -scale.prewarm reads it into shared buffers first.
-//
 //   - sweep: Sweep of -sweep.rows expired rows while live claims run: live
 //     p99 before and during, table and index sizes, autovacuum settings;
 //     -sweep.cycles loads and sweeps again to show the space is reused,
 //     -sweep.autovacuum waits for autovacuum instead of running VACUUM.
-//
 //   - hot: whether the response write is a HOT update, for each ledger
 //     fillfactor in -hot.fillfactors, with the table's size.
-//
 //   - floors: each ledger path against its floor, the least its protocol
 //     can cost: replay against lookup (one autocommit SELECT of the row),
 //     claimed against floor (the work, the whole row sent with COMMIT),
@@ -32,21 +28,22 @@
 //     run -ops calls (or -duration); it prints every run, then the medians
 //     (p50, p99, calls/s, server CPU per call) and the ratios of the
 //     medians, with the load average seen at each run.
-//
 //   - costs: per call of plain, spell, inline, claimed, replay, external,
 //     lookup, floor and xfloor, what the server did: statements executed
 //     (pg_stat_statements, BEGIN, COMMIT and ROLLBACK included; the
 //     library is preloaded; PostgreSQL 15's misses a BEGIN or COMMIT sent
 //     in a batch, so the statements the client sent are counted too, by a
-//     pgx tracer), rows written (pg_stat_user_tables, flushed
-//     with pg_stat_force_next_flush on a one-connection pool) and WAL bytes
+//     pgx tracer), rows written (pg_stat_user_tables, flushed with
+//     pg_stat_force_next_flush on a one-connection pool) and WAL bytes
 //     inserted (pg_current_wal_insert_lsn, which unlike pg_current_wal_lsn
 //     does not lag behind asynchronous commits), -costs.ops calls one at a
-//     time with autovacuum off and nothing else running. These figures
-//     the machine's load cannot change. It runs after every other
-//     experiment; the preloaded library costs them a little, alike:
+//     time with autovacuum off and nothing else running: figures the
+//     machine's load cannot change. It runs after every other experiment;
+//     the preloaded library costs those a little, every path alike.
 //
-//     go run -C internal/bench . -run floors,costs
+// Every ledger path against its floor, then what each costs the server:
+//
+//	go run -C internal/bench . -run floors,costs
 //
 // -cpuprofile writes a CPU profile of the client; -pgss preloads
 // pg_stat_statements and prints, per path, where the server's time goes.
