@@ -108,6 +108,81 @@ func TestScaleSweepAndHot(t *testing.T) {
 	}
 }
 
+// TestFloorsAndCosts runs the floors and costs experiments at their
+// smallest: every path and its floor appear in every table, and the server's
+// counts per call are the protocol's (no timing is checked).
+func TestFloorsAndCosts(t *testing.T) {
+	cfg := defaults(t)
+	cfg.experiments = []string{"floors", "costs"}
+	cfg.load = load{ops: 4}
+	cfg.floorsRuns = 2
+	cfg.costsOps = 50
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), &out, cfg))
+	t.Log(out.String())
+	s := out.String()
+
+	for _, p := range floorsPaths {
+		for _, c := range []string{"1", "16"} {
+			for _, r := range []string{"1", "2"} {
+				assert.Regexp(t, `(?m)^run `+r+` `+p+` +`+c+` goroutines: +4 calls, p50 +\d+µs`, s, "run %s of %s at %s goroutines", r, p, c)
+			}
+			assert.Regexp(t, `(?m)^\| `+p+` \| `+c+` \| 2 \| \d+ \| \d+ \| \d+ \| (\d+|–) \|$`, s, "median row of %s at %s goroutines", p, c)
+		}
+	}
+	assert.Regexp(t, `(?m)^run 1 of 2, load average \S+ \S+ \S+$`, s)
+	assert.Regexp(t, `at the start of each run, then at the end: \S+ \S+ \S+; \S+ \S+ \S+; \S+ \S+ \S+\.`, s, "the load average of both runs and of the end")
+	assert.Contains(t, s, "| path ÷ floor | p50 at 1 | p50 at 16 | calls/s at 16 | server CPU at 16 |")
+	for _, pair := range floorPairs {
+		assert.Regexp(t, `(?m)^\| `+pair[0]+` ÷ `+pair[1]+` \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ([0-9.]+|–) \|$`, s, "ratio of %s to %s", pair[0], pair[1])
+	}
+
+	costs := costRows(t, s)
+	for _, p := range costsPaths {
+		require.Contains(t, costs, p, "costs row of %s", p)
+		assert.Equal(t, cfg.costsOps, int(costs[p][0]), "%s: calls", p)
+	}
+	const stmts, sent, rows, wal = 1, 2, 3, 4
+	assert.Equal(t, 1.0, costs["lookup"][stmts], "lookup is one statement")
+	assert.Equal(t, 1.0, costs["lookup"][sent], "lookup sends one statement")
+	assert.Equal(t, 0.0, costs["lookup"][rows], "lookup writes nothing")
+	assert.Equal(t, 3.0, costs["plain"][stmts], "plain: BEGIN, INSERT, COMMIT")
+	assert.Equal(t, 3.0, costs["plain"][sent])
+	assert.Equal(t, 1.0, costs["plain"][rows], "plain writes the payment")
+	assert.Equal(t, 2.0, costs["floor"][rows], "floor writes the payment and the ledger row once")
+	assert.Equal(t, 3.0, costs["xfloor"][rows], "xfloor inserts the ledger row, the payment, and updates the ledger row")
+	assert.Equal(t, 5.0, costs["xfloor"][sent], "xfloor: INSERT, BEGIN, INSERT, COMMIT, UPDATE")
+	assert.GreaterOrEqual(t, costs["claimed"][rows], 2.0, "claimed writes the payment and a ledger row")
+	assert.GreaterOrEqual(t, costs["external"][rows], 2.0, "external writes the payment and a ledger row")
+	assert.Equal(t, 0.0, costs["replay"][rows], "a replay writes no row")
+	assert.Positive(t, costs["replay"][stmts], "a replay executes a statement")
+	assert.Less(t, costs["replay"][wal], costs["claimed"][wal], "a replay writes less WAL than a claim")
+	assert.Positive(t, costs["plain"][wal], "the work writes WAL")
+	assert.GreaterOrEqual(t, costs["claimed"][wal], costs["plain"][wal], "a claim writes the work's WAL and more")
+	// The paths written here send one statement per query or batch entry.
+	for _, p := range []string{"plain", "spell", "lookup", "floor", "xfloor"} {
+		assert.GreaterOrEqual(t, costs[p][sent], costs[p][stmts], "%s: the server counts no statement the client did not send", p)
+	}
+}
+
+// costRows parses the costs table: per path, calls, statements, statements
+// sent, rows written and WAL bytes per call.
+func costRows(t *testing.T, s string) map[string][5]float64 {
+	t.Helper()
+	out := map[string][5]float64{}
+	re := regexp.MustCompile(`(?m)^\| (\S+) \| (\d+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| (\d+) \| .*\|$`)
+	for _, m := range re.FindAllStringSubmatch(s, -1) {
+		var row [5]float64
+		for i := range row {
+			v, err := strconv.ParseFloat(m[i+2], 64)
+			require.NoError(t, err)
+			row[i] = v
+		}
+		out[m[1]] = row
+	}
+	return out
+}
+
 // TestServerProcsAndBusyCPU checks the counters the figures divide by calls:
 // the machine's busy CPU time grows, and the server's processes report page
 // faults and CPU time that never shrink.
@@ -145,6 +220,9 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 4, 8, 16, 32, 64}, cfg.concurrency)
 	assert.Equal(t, []int{0, 1_000_000, 10_000_000}, cfg.scaleRows)
 	assert.Empty(t, cfg.settings)
+	assert.Equal(t, 3, cfg.floorsRuns)
+	assert.Equal(t, []int{1, 16}, cfg.floorsConcurrency)
+	assert.Equal(t, 1000, cfg.costsOps)
 
 	cfg, err = parseFlags(flag.NewFlagSet("bench", flag.ContinueOnError), []string{"-pg", "shared_buffers=1GB", "-pg", "work_mem=8MB"})
 	require.NoError(t, err)
@@ -161,6 +239,9 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-ops", "0"}, "-ops must be at least 1"},
 		{[]string{"-sweep.cycles", "0"}, "-sweep.cycles must be at least 1"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-floors.runs", "0"}, "-floors.runs and -costs.ops must be at least 1"},
+		{[]string{"-costs.ops", "0"}, "-floors.runs and -costs.ops must be at least 1"},
+		{[]string{"-floors.concurrency", ""}, "-floors.concurrency: empty list"},
 		{[]string{"-sweep.share", "0"}, "-sweep.share 0 must be above 0"},
 		{[]string{"-pg", "shared_buffers"}, `"shared_buffers" is not name=value`},
 	} {

@@ -18,6 +18,32 @@
 //     -sweep.autovacuum waits for autovacuum instead of running VACUUM.
 //   - hot: whether the response write is a HOT update, for each ledger
 //     fillfactor in -hot.fillfactors, with the table's size.
+//   - floors: each ledger path against its floor, the least its protocol
+//     can cost: replay against lookup (one autocommit SELECT of the row),
+//     claimed against floor (the work, the whole row sent with COMMIT),
+//     external against xfloor (autocommit INSERT of an in-progress row,
+//     the work, autocommit UPDATE finishing it), and claimed against plain.
+//     -floors.runs runs, interleaved (run 1 of every path, then run 2 of
+//     every path, …), at -floors.concurrency goroutines (1 and 16), each
+//     run -ops calls (or -duration); it prints every run, then the medians
+//     (p50, p99, calls/s, server CPU per call) and the ratios of the
+//     medians, with the load average seen at each run.
+//   - costs: per call of plain, spell, inline, claimed, replay, external,
+//     lookup, floor and xfloor, what the server did: statements executed
+//     (pg_stat_statements, BEGIN, COMMIT and ROLLBACK included; the
+//     library is preloaded; PostgreSQL 15's misses a BEGIN or COMMIT sent
+//     in a batch, so the statements the client sent are counted too, by a
+//     pgx tracer), rows written (pg_stat_user_tables, flushed with
+//     pg_stat_force_next_flush on a one-connection pool) and WAL bytes
+//     inserted (pg_current_wal_insert_lsn, which unlike pg_current_wal_lsn
+//     does not lag behind asynchronous commits), -costs.ops calls one at a
+//     time with autovacuum off and nothing else running: figures the
+//     machine's load cannot change. It runs after every other experiment;
+//     the preloaded library costs those a little, every path alike.
+//
+// Every ledger path against its floor, then what each costs the server:
+//
+//	go run -C internal/bench . -run floors,costs
 //
 // -cpuprofile writes a CPU profile of the client; -pgss preloads
 // pg_stat_statements and prints, per path, where the server's time goes.
@@ -68,10 +94,14 @@ type config struct {
 
 	fillfactors []int
 	hotOps      int
+
+	floorsRuns        int
+	floorsConcurrency []int
+	costsOps          int
 }
 
 // experiments are the -run values, in the order they run.
-var experiments = []string{"latency", "scale", "sweep", "hot"}
+var experiments = []string{"latency", "scale", "sweep", "hot", "floors", "costs"}
 
 func main() {
 	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
@@ -93,6 +123,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		cfg                    config
 		runs, paths, conc      string
 		scaleRows, fillfactors string
+		floorsConc             string
 		ops                    int
 		duration               time.Duration
 	)
@@ -122,6 +153,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&cfg.sweepAutovacuum, "sweep.autovacuum", 0, "after each sweep wait up to this long for autovacuum to vacuum the ledger, instead of running VACUUM")
 	fs.StringVar(&fillfactors, "hot.fillfactors", "100,90,80", "ledger fillfactors the hot experiment compares, comma-separated")
 	fs.IntVar(&cfg.hotOps, "hot.ops", 20000, "claims per fillfactor in the hot experiment")
+	fs.IntVar(&cfg.floorsRuns, "floors.runs", 3, "interleaved runs of the floors experiment, whose medians it reports")
+	fs.StringVar(&floorsConc, "floors.concurrency", "1,16", "goroutine counts of the floors experiment, comma-separated; its ratios are at the first and the last")
+	fs.IntVar(&cfg.costsOps, "costs.ops", 1000, "calls per path counted by the costs experiment")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -153,6 +187,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	}
 	if cfg.fillfactors, err = ints("-hot.fillfactors", fillfactors, 10); err != nil {
 		return cfg, err
+	}
+	if cfg.floorsConcurrency, err = ints("-floors.concurrency", floorsConc, 1); err != nil {
+		return cfg, err
+	}
+	if cfg.floorsRuns < 1 || cfg.costsOps < 1 {
+		return cfg, errors.New("-floors.runs and -costs.ops must be at least 1")
 	}
 	for _, f := range cfg.fillfactors {
 		if f > 100 {
@@ -208,7 +248,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (err error) {
 	if len(cfg.settings) > 0 {
 		opts = append(opts, idemtest.WithSettings(cfg.settings...))
 	}
-	if cfg.pgss {
+	if cfg.pgss || slices.Contains(cfg.experiments, "costs") {
 		opts = append(opts, idemtest.WithSettings("shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track_planning=on"))
 	}
 	srv, err := idemtest.Start(ctx, opts...)
@@ -254,6 +294,10 @@ func run(ctx context.Context, w io.Writer, cfg config) (err error) {
 			err = b.sweep(ctx)
 		case "hot":
 			err = b.hot(ctx)
+		case "floors":
+			err = b.floors(ctx)
+		case "costs":
+			err = b.costs(ctx)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", e, err)
@@ -375,25 +419,9 @@ func (b *bench) measurePath(ctx context.Context, p path) (_ []result, err error)
 	var keys counter
 	var results []result
 	for _, c := range b.cfg.concurrency {
-		// Warm up: every connection the measurement uses is open and has
-		// prepared its statements.
-		if _, err := measure(ctx, fn, &keys, c, load{ops: max(2*c, min(200, b.cfg.load.ops/10))}); err != nil {
-			return nil, err
-		}
-		_, cpu0, ok0, err := serverProcs(ctx, db)
+		r, err := b.measureOnce(ctx, db, fn, &keys, c)
 		if err != nil {
 			return nil, err
-		}
-		r, err := measure(ctx, fn, &keys, c, b.cfg.load)
-		if err != nil {
-			return nil, err
-		}
-		_, cpu1, ok1, err := serverProcs(ctx, db)
-		if err != nil {
-			return nil, err
-		}
-		if ok0 && ok1 {
-			r.serverCPU = (cpu1 - cpu0) / time.Duration(r.ops)
 		}
 		r.path = p.name
 		results = append(results, r)

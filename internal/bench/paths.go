@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,6 +105,8 @@ func allPaths() []path {
 		{name: "inline-work", desc: "not a wrapper: inline mode's work alone, the payment row carrying a key (BEGIN, INSERT, COMMIT), the bare work inline mode is held to", opts: inlineOpts, prepare: prepareInlineWork},
 		{name: "inline", desc: "generated wrapper, inline mode, claimed (the key in the payment row)", opts: inlineOpts, prepare: prepareInline},
 		{name: "floor", desc: "not a wrapper: the work, then a whole ledger row (response included) sent with COMMIT; no claim before the work, so twins both run it. The least a separate ledger row can cost", opts: withLedger(paymentsDDL), prepare: prepareFloor, ledger: ledger.DefaultTable},
+		{name: "lookup", desc: "not a wrapper: the replay path's floor; one autocommit SELECT of a finished ledger row by its key, the columns a replay needs, over the keys the replay path replays", opts: withLedger(paymentsDDL), prepare: prepareLookup},
+		{name: "xfloor", desc: "not a wrapper: external mode's floor; one autocommit INSERT of an in-progress ledger row (no claim logic), the work (BEGIN, INSERT, COMMIT), one autocommit UPDATE finishing the row with the response", opts: withLedger(paymentsDDL), prepare: prepareXFloor, ledger: ledger.DefaultTable},
 		{name: "lockfirst", desc: "not a wrapper: a design to weigh; the claim is an advisory lock on the key, sent with BEGIN and the read; the ledger row is written once, with COMMIT", opts: withLedger(paymentsDDL), prepare: prepareLockFirst, ledger: ledger.DefaultTable},
 	}
 }
@@ -173,17 +176,11 @@ func prepareClaimed(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 const replayKeys = 2000
 
 func prepareReplay(ctx context.Context, db *idemtest.DB, keys int) (op, error) {
-	s, err := idem.NewStore(db.Pool)
+	s, n, err := claimReplayKeys(ctx, db, keys)
 	if err != nil {
 		return nil, err
 	}
 	m, fp := chargeMethod(), fingerprint()
-	n := max(1, min(keys, replayKeys))
-	for i := range n {
-		if _, err := idem.Atomic(idem.ContextWithKey(ctx, replayKey(i)), s, m, fp, charge); err != nil {
-			return nil, fmt.Errorf("claim the keys to replay: %w", err)
-		}
-	}
 	return func(ctx context.Context, i int) error {
 		ctx, out := idem.ContextWithOutcome(idem.ContextWithKey(ctx, replayKey(i%n)))
 		if _, err := idem.Atomic(ctx, s, m, fp, charge); err != nil {
@@ -191,6 +188,99 @@ func prepareReplay(ctx context.Context, db *idemtest.DB, keys int) (op, error) {
 		}
 		if !out.Replayed() {
 			return errors.New("replay path: the call was not a replay")
+		}
+		return nil
+	}, nil
+}
+
+// claimReplayKeys claims, through the wrapper, the keys the replay and
+// lookup paths read: replayKey(0) to replayKey(n-1), n being keys capped at
+// replayKeys. The i-th call reads replayKey(i%n).
+func claimReplayKeys(ctx context.Context, db *idemtest.DB, keys int) (*idem.Store, int, error) {
+	s, err := idem.NewStore(db.Pool)
+	if err != nil {
+		return nil, 0, err
+	}
+	m, fp := chargeMethod(), fingerprint()
+	n := max(1, min(keys, replayKeys))
+	for i := range n {
+		if _, err := idem.Atomic(idem.ContextWithKey(ctx, replayKey(i)), s, m, fp, charge); err != nil {
+			return nil, 0, fmt.Errorf("claim the keys to replay: %w", err)
+		}
+	}
+	return s, n, nil
+}
+
+// prepareLookup measures the least a replay can cost: one autocommit SELECT
+// of the finished row by its primary key, reading the columns a replay
+// answers from, over the keys the replay path replays (claimed the same
+// way, read in the same order). No claim, no transaction, no decoding.
+func prepareLookup(ctx context.Context, db *idemtest.DB, keys int) (op, error) {
+	_, n, err := claimReplayKeys(ctx, db, keys)
+	if err != nil {
+		return nil, err
+	}
+	l, err := ledger.New(ledger.DefaultTable)
+	if err != nil {
+		return nil, err
+	}
+	read := fmt.Sprintf(`SELECT fingerprint, status, response, error_name, error_message
+FROM %s WHERE scope = $1 AND method = $2 AND key = $3`, l.Table.Quoted())
+	method, fp := chargeMethod().Name, fingerprint()
+	return func(ctx context.Context, i int) error {
+		var (
+			rowFP, resp      []byte
+			status           string
+			errName, errText *string
+		)
+		if err := db.Pool.QueryRow(ctx, read, "", method, replayKey(i%n)).Scan(&rowFP, &status, &resp, &errName, &errText); err != nil {
+			return fmt.Errorf("lookup: %w", err)
+		}
+		if status != "done" || !bytes.Equal(rowFP, fp) || len(resp) == 0 {
+			return fmt.Errorf("lookup: the row of %s is %s, not a finished row of this request", replayKey(i%n), status)
+		}
+		return nil
+	}, nil
+}
+
+// prepareXFloor measures the least external mode's protocol can cost: the
+// ledger row goes in before the work and is finished after it, each write a
+// statement of its own that commits on its own, and the work runs in a
+// transaction of its own in between. Nothing checks whether the key was
+// claimed before, nor fences the finishing write: what the wrapper adds on
+// top is the price of doing so.
+func prepareXFloor(_ context.Context, db *idemtest.DB, _ int) (op, error) {
+	l, err := ledger.New(ledger.DefaultTable)
+	if err != nil {
+		return nil, err
+	}
+	claim := fmt.Sprintf(`INSERT INTO %s (scope, method, key, fingerprint, status, expires_at, locked_until, intention)
+VALUES ('', $1, $2, $3, 'in_progress', now() + $4::bigint * interval '1 microsecond', now() + interval '1 minute', gen_random_uuid())`, l.Table.Quoted())
+	finish := fmt.Sprintf(`UPDATE %s SET status = 'done', response = $3, locked_until = NULL
+WHERE scope = '' AND method = $1 AND key = $2`, l.Table.Quoted())
+	method, fp, ret := chargeMethod().Name, fingerprint(), retention.Microseconds()
+	return func(ctx context.Context, i int) error {
+		k := key(i)
+		if _, err := db.Pool.Exec(ctx, claim, method, k, fp, ret); err != nil {
+			return fmt.Errorf("xfloor: claim: %w", err)
+		}
+		var r Receipt
+		if err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) (err error) {
+			r, err = charge(ctx, tx)
+			return err
+		}); err != nil {
+			return err
+		}
+		resp, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		tag, err := db.Pool.Exec(ctx, finish, method, k, resp)
+		if err != nil {
+			return fmt.Errorf("xfloor: finish: %w", err)
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("xfloor: finish updated %d rows", tag.RowsAffected())
 		}
 		return nil
 	}, nil
