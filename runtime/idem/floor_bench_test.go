@@ -21,6 +21,10 @@ import (
 //
 //   - op=lookup: the replay's floor, one autocommit SELECT of the finished
 //     ledger row by its key, the columns a replay answers from;
+//   - op=txlookup: the same SELECT sent with BEGIN, the transaction then
+//     rolled back without the caller waiting: the least a replay costs
+//     whose first round trip must also open the transaction a claim
+//     needs (the claimed path's round trips no more than the work's own);
 //   - op=replay: the wrapper replaying those keys, in the same order;
 //   - op=floor: the claim's floor, the work, then the whole ledger row
 //     (response included) sent with COMMIT: no claim before the work;
@@ -52,7 +56,7 @@ func BenchmarkFloors(b *testing.B) {
 // whose statement cache is warm: a lookup is one, the claim's floor the
 // work's three (BEGIN, INSERT, the ledger row with COMMIT).
 func TestFloorRoundTrips(t *testing.T) {
-	want := map[string]int64{"lookup": 1, "floor": 3}
+	want := map[string]int64{"lookup": 1, "txlookup": 1, "floor": 3}
 	for _, op := range floorOps {
 		if _, ok := want[op.name]; !ok {
 			continue
@@ -83,6 +87,7 @@ type floorOp struct {
 
 var floorOps = []floorOp{
 	{name: "lookup", prepare: prepareLookupFloor},
+	{name: "txlookup", prepare: prepareTxLookupFloor},
 	{name: "replay", prepare: prepareReplayFloor},
 	{name: "floor", prepare: prepareClaimFloor},
 	{name: "claimed", prepare: prepareClaimedFloor},
@@ -109,19 +114,52 @@ func ledgerTable(t testing.TB) string {
 	return l.Table.Quoted()
 }
 
+// lookupSQL reads the columns a replay answers from.
+func lookupSQL(t testing.TB) string {
+	return fmt.Sprintf(`SELECT fingerprint, status, response, error_name, error_message
+FROM %s WHERE scope = $1 AND method = $2 AND key = $3`, ledgerTable(t))
+}
+
+// checkLookup scans row and fails t unless it is a finished row of the
+// request.
+func checkLookup(t testing.TB, row pgx.Row) {
+	var (
+		rowFP, resp      []byte
+		status           string
+		errName, errText *string
+	)
+	require.NoError(t, row.Scan(&rowFP, &status, &resp, &errName, &errText))
+	require.True(t, status == "done" && bytes.Equal(rowFP, fp("1")) && len(resp) > 0, "a finished row of the request")
+}
+
 func prepareLookupFloor(t testing.TB, db *idemtest.DB) func(context.Context, int) {
 	claimFloorKeys(t, db)
-	read := fmt.Sprintf(`SELECT fingerprint, status, response, error_name, error_message
-FROM %s WHERE scope = $1 AND method = $2 AND key = $3`, ledgerTable(t))
-	method, want := chargeMethod().Name, fp("1")
+	read, method := lookupSQL(t), chargeMethod().Name
 	return func(ctx context.Context, i int) {
-		var (
-			rowFP, resp      []byte
-			status           string
-			errName, errText *string
-		)
-		require.NoError(t, db.Pool.QueryRow(ctx, read, "", method, floorKey(i)).Scan(&rowFP, &status, &resp, &errName, &errText))
-		require.True(t, status == "done" && bytes.Equal(rowFP, want) && len(resp) > 0, "a finished row of the request")
+		checkLookup(t, db.Pool.QueryRow(ctx, read, "", method, floorKey(i)))
+	}
+}
+
+// prepareTxLookupFloor is the lookup sent with BEGIN in one round trip; the
+// ROLLBACK goes out after the caller has the row, as a replay's does.
+func prepareTxLookupFloor(t testing.TB, db *idemtest.DB) func(context.Context, int) {
+	claimFloorKeys(t, db)
+	read, method := lookupSQL(t), chargeMethod().Name
+	return func(ctx context.Context, i int) {
+		conn, err := db.Pool.Acquire(ctx)
+		require.NoError(t, err)
+		batch := &pgx.Batch{}
+		batch.Queue("BEGIN")
+		batch.Queue(read, "", method, floorKey(i))
+		br := conn.SendBatch(ctx, batch)
+		_, err = br.Exec()
+		require.NoError(t, err)
+		checkLookup(t, br.QueryRow())
+		require.NoError(t, br.Close())
+		go func() {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			conn.Release()
+		}()
 	}
 }
 
