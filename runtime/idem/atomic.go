@@ -252,9 +252,10 @@ func claim(ctx context.Context, s *Store, t ledgerTx, begin string, retention ti
 	if err == nil {
 		claimed, fence = h.claimed.Valid, h.claimed.Int64
 		if !claimed {
-			// A row the snapshot still shows but a sweep deleted before
-			// the insert looked is not the key's holder: only read it
-			// when nothing was claimed.
+			// The claim inserts nothing when its snapshot shows a row, so
+			// a claimed key has no held row. A held row that a sweep has
+			// deleted since is expired: the takeover finds it gone
+			// (errRowVanished) and the attempt starts again.
 			r, found, err = h.row()
 		}
 	}

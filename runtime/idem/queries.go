@@ -32,36 +32,41 @@ func newQueries(table string) queries {
 		read: fmt.Sprintf(`SELECT %[2]s
 FROM %[1]s AS r WHERE r.scope = $2 AND r.method = $3 AND r.key = $4`, table, rowColumns),
 
-		// claimNew (atomic mode): the claim of a key no row holds, and the
-		// read of the row that holds it, in one statement that goes out with
-		// BEGIN. DO NOTHING neither writes nor locks the row it finds:
-		// replays stay reads. A concurrent twin blocks here until the holder
-		// ends.
+		// claimNew (atomic mode): the read of the row that holds the key,
+		// and the claim of a key no row holds, in one statement that goes
+		// out with BEGIN.
 		//
-		// The wait is bounded by the store's claim wait ($8): a
-		// transaction-local lock_timeout set before the row to insert exists,
-		// after saving the value in force (each OFFSET 0 keeps a step in its
-		// place), and put back once the insert is over (the outer query reads
-		// the insert's count first), so the body's own locks wait as the
-		// connection is configured.
+		// held is the key's row as the statement's snapshot sees it: one
+		// committed before the statement started. When there is one (a
+		// replay, a mismatch, an expired key) nothing is inserted at all, so
+		// a replay costs about what a SELECT of the row costs and writes and
+		// locks nothing. Otherwise the insert claims the key; a twin's row
+		// not yet committed is not in the snapshot, so the insert blocks on
+		// it until the twin ends, then DO NOTHING: nothing claimed, nothing
+		// held, and the caller reads again.
 		//
-		// r is the row that holds the key as the statement's snapshot sees
-		// it: the key's row when the claim found one committed before it
-		// started. A twin's row the claim waited for is not in that snapshot,
-		// so then nothing is claimed and nothing is held, and the caller
-		// reads again.
-		claimNew: fmt.Sprintf(`WITH claim AS (
+		// That wait is bounded by the store's claim wait ($8): a
+		// transaction-local lock_timeout set just before the row to insert
+		// is made, after the value in force is saved (saved is read first,
+		// by the set_config that changes it; OFFSET 0 keeps that step in its
+		// place), and put back once the insert is over (the outer query
+		// reads the insert's count first), so the body's own locks wait as
+		// the connection is configured. When nothing was inserted, saved is
+		// read by the put-back itself and sets the value it found.
+		claimNew: fmt.Sprintf(`WITH held AS MATERIALIZED (
+    SELECT * FROM %[1]s WHERE scope = $2 AND method = $3 AND key = $4),
+saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
+claim AS (
     INSERT INTO %[1]s (scope, method, key, fingerprint, status, created_at, expires_at, intention)
     SELECT $2, $3, $4, $5, 'done', %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7
-    FROM (SELECT set_config('lock_timeout', $8, true)
-          FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS saved
-          OFFSET 0) AS claim_wait
+    FROM (SELECT set_config('lock_timeout', $8, true) FROM saved OFFSET 0) AS claim_wait
+    WHERE NOT EXISTS (SELECT FROM held)
     ON CONFLICT (scope, method, key) DO NOTHING
     RETURNING fence)
 SELECT claimed.fence, %[3]s,
-       set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)
+       set_config('lock_timeout', (SELECT lock_timeout FROM saved), true)
 FROM (SELECT max(fence) AS fence FROM claim) AS claimed
-LEFT JOIN %[1]s AS r ON r.scope = $2 AND r.method = $3 AND r.key = $4`, table, now, rowColumns),
+LEFT JOIN held AS r ON true`, table, now, rowColumns),
 
 		// takeover (atomic mode): claims a row the read found expired, in the
 		// work's transaction, as a new intention. No row back means another
