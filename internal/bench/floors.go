@@ -50,7 +50,7 @@ type prepared struct {
 // measurement uses open, its statements prepared) and measures it once,
 // with the server's CPU time per call.
 func (b *bench) measureOnce(ctx context.Context, db *idemtest.DB, fn op, keys *counter, c int) (result, error) {
-	if _, err := measure(ctx, fn, keys, c, load{ops: max(2*c, min(200, b.cfg.load.ops/10))}); err != nil {
+	if _, err := measure(ctx, fn, keys, c, warmUp(c, b.cfg.load.ops)); err != nil {
 		return result{}, err
 	}
 	_, cpu0, ok0, err := serverProcs(ctx, db)

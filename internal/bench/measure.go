@@ -162,3 +162,14 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(sorted))+0.5) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
+
+// warmUp is the load that warms a path up at concurrency c before it is
+// measured: enough calls that every connection the measurement will use is
+// open and has run each statement past the server's first five executions,
+// which are planned afresh each time (custom plans, a millisecond or more
+// for the claim statement) before a cached generic plan takes over. A
+// replay gives its connection back only after its ROLLBACK, so at c
+// goroutines a pool may grow to twice c connections.
+func warmUp(c, ops int) load {
+	return load{ops: max(20*c, min(1000, ops/2))}
+}

@@ -150,7 +150,7 @@ func (t *sqlAttempt) confirmReplay(ctx context.Context, s *Store, c call) error 
 	})
 }
 
-func (t *sqlAttempt) done(_ context.Context, _ *Store, how attemptEnd) {
+func (t *sqlAttempt) done(_ context.Context, s *Store, how attemptEnd) {
 	end := func() {
 		if t.tx != nil {
 			_ = t.tx.Rollback() // ErrTxDone after a commit
@@ -161,7 +161,7 @@ func (t *sqlAttempt) done(_ context.Context, _ *Store, how attemptEnd) {
 		_ = t.conn.Close()
 	}
 	if how == endReplayed {
-		go end()
+		s.afterAnswer(end)
 		return
 	}
 	end()

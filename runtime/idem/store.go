@@ -181,6 +181,7 @@ type Store struct {
 	q      queries
 	recent *recentDurations // body durations per method, for RetryAfter
 	inline *inlineSweepers  // inline methods the janitor sweeps (RegisterInline)
+	behind chan struct{}    // places for replays' rollbacks sent after the answer (afterAnswer)
 	// pause waits between sweep batches; tests replace it.
 	pause func(ctx context.Context, d time.Duration) error
 }
@@ -234,7 +235,8 @@ func newStore(opts []Option, check func(config) error) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted()), recent: &recentDurations{}, inline: &inlineSweepers{}, pause: sleepCtx}, nil
+	return &Store{cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted()), recent: &recentDurations{}, inline: &inlineSweepers{},
+		behind: make(chan struct{}, maxBehind), pause: sleepCtx}, nil
 }
 
 func (c config) validate() error {
