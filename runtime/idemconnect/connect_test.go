@@ -163,6 +163,14 @@ func startOn(t *testing.T, onSQL bool) *svc {
 	return s
 }
 
+// onBothStores runs test on a service whose store is on the pgx pool, then
+// on one whose store is on database/sql (idem.NewSQLStore, Charge on a
+// *sql.Tx through idem.AtomicSQL): the interceptor serves both unchanged.
+func onBothStores(t *testing.T, test func(t *testing.T, s *svc)) {
+	t.Run("pgx", func(t *testing.T) { test(t, startOn(t, false)) })
+	t.Run("database_sql", func(t *testing.T) { test(t, startOn(t, true)) })
+}
+
 func (s *svc) client(procedure string, opts ...connect.ClientOption) *connect.Client[in, out] {
 	return connect.NewClient[in, out](http.DefaultClient, s.url+"/test.Payments/"+procedure, opts...)
 }
@@ -186,90 +194,58 @@ func send(ctx context.Context, c *connect.Client[in, out], account, key string, 
 }
 
 func TestReplayOverConnect(t *testing.T) {
-	s := start(t)
-	c := s.client("Charge")
-	first, err := send(t.Context(), c, "acct_1", "ch-1", 500)
-	require.NoError(t, err)
-	assert.Empty(t, first.Header().Get(idemconnect.HeaderReplayed))
-	assert.Equal(t, "86400", first.Header().Get(idemconnect.HeaderRetention))
-	again, err := send(t.Context(), c, "acct_1", `"ch-1"`, 500) // the quoted form is the same key
-	require.NoError(t, err)
-	assert.Equal(t, "true", again.Header().Get(idemconnect.HeaderReplayed))
-	assert.Equal(t, first.Msg.GetValue(), again.Msg.GetValue())
-	assert.Equal(t, 1, s.count(t))
-}
-
-// TestDatabaseSQLUnchanged runs a service on database/sql (its store built
-// from a *sql.DB, Charge on a *sql.Tx through idem.AtomicSQL, Payout
-// external on the same store) behind the unchanged interceptor: a replay, a
-// mismatch, and a twin told to retry while the first call runs.
-func TestDatabaseSQLUnchanged(t *testing.T) {
-	s := startOn(t, true)
-	c := s.client("Charge")
-	first, err := send(t.Context(), c, "acct_1", "ch-1", 500)
-	require.NoError(t, err)
-	assert.Empty(t, first.Header().Get(idemconnect.HeaderReplayed))
-	again, err := send(t.Context(), c, "acct_1", "ch-1", 500)
-	require.NoError(t, err)
-	assert.Equal(t, "true", again.Header().Get(idemconnect.HeaderReplayed))
-	assert.Equal(t, first.Msg.GetValue(), again.Msg.GetValue())
-	_, err = send(t.Context(), c, "acct_1", "ch-1", 501)
-	assert.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "the same key with another request: %v", err)
-	assert.Equal(t, 1, s.count(t))
-
-	p := s.client("Payout")
-	done := make(chan error, 1)
-	go func() {
-		_, err := send(t.Context(), p, "acct_1", "po-1", 700)
-		done <- err
-	}()
-	<-s.started
-	_, err = send(t.Context(), p, "acct_1", "po-1", 700)
-	assert.Equal(t, connect.CodeAborted, connect.CodeOf(err), "twin: %v", err)
-	close(s.release)
-	require.NoError(t, <-done)
-	resp, err := send(t.Context(), p, "acct_1", "po-1", 700)
-	require.NoError(t, err)
-	assert.Equal(t, "true", resp.Header().Get(idemconnect.HeaderReplayed))
-	assert.Equal(t, int64(2), s.executed.Load(), "one Charge, one Payout")
+	onBothStores(t, func(t *testing.T, s *svc) {
+		c := s.client("Charge")
+		first, err := send(t.Context(), c, "acct_1", "ch-1", 500)
+		require.NoError(t, err)
+		assert.Empty(t, first.Header().Get(idemconnect.HeaderReplayed))
+		assert.Equal(t, "86400", first.Header().Get(idemconnect.HeaderRetention))
+		again, err := send(t.Context(), c, "acct_1", `"ch-1"`, 500) // the quoted form is the same key
+		require.NoError(t, err)
+		assert.Equal(t, "true", again.Header().Get(idemconnect.HeaderReplayed))
+		assert.Equal(t, first.Msg.GetValue(), again.Msg.GetValue())
+		assert.Equal(t, 1, s.count(t))
+	})
 }
 
 func TestErrorsAsConnectCodes(t *testing.T) {
-	s := start(t)
-	c := s.client("Charge")
-	_, err := send(t.Context(), c, "acct_1", "", 500)
-	assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "missing key: %v", err)
-	_, err = send(t.Context(), c, "acct_1", strings.Repeat("k", 256), 500)
-	assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "malformed key: %v", err)
-	_, err = send(t.Context(), c, "", "k1", 500)
-	assert.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "no scope: %v", err)
-	_, err = send(t.Context(), c, "acct_1", "k1", 500)
-	require.NoError(t, err)
-	_, err = send(t.Context(), c, "acct_1", "k1", 999)
-	assert.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "mismatch: %v", err)
-	assert.Equal(t, 1, s.count(t))
+	onBothStores(t, func(t *testing.T, s *svc) {
+		c := s.client("Charge")
+		_, err := send(t.Context(), c, "acct_1", "", 500)
+		assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "missing key: %v", err)
+		_, err = send(t.Context(), c, "acct_1", strings.Repeat("k", 256), 500)
+		assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "malformed key: %v", err)
+		_, err = send(t.Context(), c, "", "k1", 500)
+		assert.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "no scope: %v", err)
+		_, err = send(t.Context(), c, "acct_1", "k1", 500)
+		require.NoError(t, err)
+		_, err = send(t.Context(), c, "acct_1", "k1", 999)
+		assert.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "mismatch: %v", err)
+		assert.Equal(t, 1, s.count(t))
+	})
 }
 
 func TestTwinGetsAbortedWithRetryInfo(t *testing.T) {
-	s := start(t)
-	c := s.client("Payout")
-	done := make(chan error, 1)
-	go func() {
+	onBothStores(t, func(t *testing.T, s *svc) {
+		c := s.client("Payout")
+		done := make(chan error, 1)
+		go func() {
+			_, err := send(t.Context(), c, "acct_1", "po-1", 700)
+			done <- err
+		}()
+		<-s.started
 		_, err := send(t.Context(), c, "acct_1", "po-1", 700)
-		done <- err
-	}()
-	<-s.started
-	_, err := send(t.Context(), c, "acct_1", "po-1", 700)
-	assert.Equal(t, connect.CodeAborted, connect.CodeOf(err), "twin: %v", err)
-	d, ok := idemconnect.RetryDelay(err)
-	assert.True(t, ok, "RetryInfo")
-	assert.GreaterOrEqual(t, d, time.Second)
-	close(s.release)
-	require.NoError(t, <-done)
-	resp, err := send(t.Context(), c, "acct_1", "po-1", 700)
-	require.NoError(t, err)
-	assert.Equal(t, "true", resp.Header().Get(idemconnect.HeaderReplayed))
-	assert.Equal(t, int64(1), s.executed.Load())
+		assert.Equal(t, connect.CodeAborted, connect.CodeOf(err), "twin: %v", err)
+		d, ok := idemconnect.RetryDelay(err)
+		assert.True(t, ok, "RetryInfo")
+		assert.GreaterOrEqual(t, d, time.Second)
+		close(s.release)
+		require.NoError(t, <-done)
+		resp, err := send(t.Context(), c, "acct_1", "po-1", 700)
+		require.NoError(t, err)
+		assert.Equal(t, "true", resp.Header().Get(idemconnect.HeaderReplayed))
+		assert.Equal(t, int64(1), s.executed.Load())
+	})
 }
 
 func TestNoSideEffectsSkipsTheLedger(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -19,58 +20,27 @@ import (
 const uuid4 = "0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5c"
 
 func TestReplayOverGRPC(t *testing.T) {
-	s, cc := start(t)
+	onBothStores(t, func(t *testing.T, s *svc, cc *grpc.ClientConn) {
 
-	first, h1, err := call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 500))
-	require.NoError(t, err)
-	assert.Empty(t, h1.Get(idemgrpc.MetadataReplayed), "the first response is not a replay")
-	assert.Equal(t, []string{"86400"}, h1.Get(idemgrpc.MetadataRetention), "the store's default retention, 24h")
+		first, h1, err := call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 500))
+		require.NoError(t, err)
+		assert.Empty(t, h1.Get(idemgrpc.MetadataReplayed), "the first response is not a replay")
+		assert.Equal(t, []string{"86400"}, h1.Get(idemgrpc.MetadataRetention), "the store's default retention, 24h")
 
-	again, h2, err := call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 500))
-	require.NoError(t, err)
-	assert.Equal(t, []string{"true"}, h2.Get(idemgrpc.MetadataReplayed))
-	assert.Equal(t, []string{"86400"}, h2.Get(idemgrpc.MetadataRetention))
-	assert.Equal(t, paymentID(first), paymentID(again), "the replay is the first answer")
+		again, h2, err := call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 500))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"true"}, h2.Get(idemgrpc.MetadataReplayed))
+		assert.Equal(t, []string{"86400"}, h2.Get(idemgrpc.MetadataRetention))
+		assert.Equal(t, paymentID(first), paymentID(again), "the replay is the first answer")
 
-	other, h3, err := call(t.Context(), cc, "Charge", "acct_2", "ch-1", newReq("", 500))
-	require.NoError(t, err, "the same key in another scope is another request")
-	assert.Empty(t, h3.Get(idemgrpc.MetadataReplayed))
-	assert.NotEqual(t, paymentID(first), paymentID(other))
+		other, h3, err := call(t.Context(), cc, "Charge", "acct_2", "ch-1", newReq("", 500))
+		require.NoError(t, err, "the same key in another scope is another request")
+		assert.Empty(t, h3.Get(idemgrpc.MetadataReplayed))
+		assert.NotEqual(t, paymentID(first), paymentID(other))
 
-	assert.Equal(t, 2, s.count(t))
-	assert.Equal(t, int64(2), s.executed.Load())
-}
-
-// TestDatabaseSQLUnchanged runs a service on database/sql (its store built
-// from a *sql.DB, Charge on a *sql.Tx through idem.AtomicSQL, Payout
-// external on the same store) behind the unchanged interceptor: a replay, a
-// mismatch, and a twin told to retry while the first call runs.
-func TestDatabaseSQLUnchanged(t *testing.T) {
-	s, cc := startOn(t, true)
-	first, _, err := call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 500))
-	require.NoError(t, err)
-	again, h, err := call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 500))
-	require.NoError(t, err)
-	assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
-	assert.Equal(t, paymentID(first), paymentID(again), "the replay is the first answer")
-	_, _, err = call(t.Context(), cc, "Charge", "acct_1", "ch-1", newReq("", 501))
-	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "the same key with another request: %v", err)
-	assert.Equal(t, 1, s.count(t))
-
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
-		done <- err
-	}()
-	<-s.started
-	_, _, err = call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
-	assert.Equal(t, codes.Aborted, status.Code(err), "twin: %v", err)
-	close(s.release)
-	require.NoError(t, <-done)
-	_, h, err = call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
-	require.NoError(t, err)
-	assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
-	assert.Equal(t, int64(2), s.executed.Load(), "one Charge, one Payout")
+		assert.Equal(t, 2, s.count(t))
+		assert.Equal(t, int64(2), s.executed.Load())
+	})
 }
 
 func TestRequestIDWorksAsMetadataKey(t *testing.T) {
@@ -111,44 +81,46 @@ func TestRequestIDValidatedAsAIP155Says(t *testing.T) {
 }
 
 func TestErrorsAsCodes(t *testing.T) {
-	s, cc := start(t)
-	_, _, err := call(t.Context(), cc, "Charge", "acct_1", "", newReq("", 500))
-	assert.Equal(t, codes.InvalidArgument, status.Code(err), "missing key: %v", err)
+	onBothStores(t, func(t *testing.T, s *svc, cc *grpc.ClientConn) {
+		_, _, err := call(t.Context(), cc, "Charge", "acct_1", "", newReq("", 500))
+		assert.Equal(t, codes.InvalidArgument, status.Code(err), "missing key: %v", err)
 
-	_, _, err = call(t.Context(), cc, "Charge", "acct_1", strings.Repeat("k", 256), newReq("", 500))
-	assert.Equal(t, codes.InvalidArgument, status.Code(err), "malformed key: %v", err)
+		_, _, err = call(t.Context(), cc, "Charge", "acct_1", strings.Repeat("k", 256), newReq("", 500))
+		assert.Equal(t, codes.InvalidArgument, status.Code(err), "malformed key: %v", err)
 
-	_, _, err = call(t.Context(), cc, "Charge", "", "k1", newReq("", 500))
-	assert.Equal(t, codes.PermissionDenied, status.Code(err), "no scope: %v", err)
+		_, _, err = call(t.Context(), cc, "Charge", "", "k1", newReq("", 500))
+		assert.Equal(t, codes.PermissionDenied, status.Code(err), "no scope: %v", err)
 
-	_, _, err = call(t.Context(), cc, "Charge", "acct_1", "k1", newReq("", 500))
-	require.NoError(t, err)
-	_, _, err = call(t.Context(), cc, "Charge", "acct_1", "k1", newReq("", 999))
-	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "mismatch: %v", err)
-	assert.NotContains(t, status.Convert(err).Message(), "k1", "the message does not echo the key")
-	assert.Equal(t, 1, s.count(t))
+		_, _, err = call(t.Context(), cc, "Charge", "acct_1", "k1", newReq("", 500))
+		require.NoError(t, err)
+		_, _, err = call(t.Context(), cc, "Charge", "acct_1", "k1", newReq("", 999))
+		assert.Equal(t, codes.FailedPrecondition, status.Code(err), "mismatch: %v", err)
+		assert.NotContains(t, status.Convert(err).Message(), "k1", "the message does not echo the key")
+		assert.Equal(t, 1, s.count(t))
+	})
 }
 
 func TestTwinGetsAbortedWithRetryInfo(t *testing.T) {
-	s, cc := start(t)
-	done := make(chan error, 1)
-	go func() {
+	onBothStores(t, func(t *testing.T, s *svc, cc *grpc.ClientConn) {
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
+			done <- err
+		}()
+		<-s.started // the first call holds the key
 		_, _, err := call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
-		done <- err
-	}()
-	<-s.started // the first call holds the key
-	_, _, err := call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
-	st := status.Convert(err)
-	assert.Equal(t, codes.Aborted, st.Code(), "twin: %v", err)
-	d, ok := idemgrpc.RetryDelay(st)
-	assert.True(t, ok, "the in-progress answer carries RetryInfo")
-	assert.GreaterOrEqual(t, d, time.Second)
-	close(s.release)
-	require.NoError(t, <-done)
-	_, h, err := call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
-	require.NoError(t, err)
-	assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
-	assert.Equal(t, int64(1), s.executed.Load())
+		st := status.Convert(err)
+		assert.Equal(t, codes.Aborted, st.Code(), "twin: %v", err)
+		d, ok := idemgrpc.RetryDelay(st)
+		assert.True(t, ok, "the in-progress answer carries RetryInfo")
+		assert.GreaterOrEqual(t, d, time.Second)
+		close(s.release)
+		require.NoError(t, <-done)
+		_, h, err := call(t.Context(), cc, "Payout", "acct_1", "po-1", newReq("", 700))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
+		assert.Equal(t, int64(1), s.executed.Load())
+	})
 }
 
 func TestNoSideEffectsMethodPassesThrough(t *testing.T) {

@@ -231,6 +231,21 @@ func startOn(t *testing.T, onSQL bool, opts ...grpc.DialOption) (*svc, *grpc.Cli
 	return s, cc
 }
 
+// onBothStores runs test on a service whose store is on the pgx pool, then
+// on one whose store is on database/sql (idem.NewSQLStore, Charge on a
+// *sql.Tx through idem.AtomicSQL): the interceptor serves both unchanged.
+func onBothStores(t *testing.T, test func(t *testing.T, s *svc, cc *grpc.ClientConn)) {
+	for _, p := range []struct {
+		name  string
+		onSQL bool
+	}{{"pgx", false}, {"database_sql", true}} {
+		t.Run(p.name, func(t *testing.T) {
+			s, cc := startOn(t, p.onSQL)
+			test(t, s, cc)
+		})
+	}
+}
+
 func (s *svc) count(t *testing.T) int {
 	t.Helper()
 	var n int
