@@ -79,3 +79,16 @@ func countPaymentsRefundEffects(t *testing.T, db *idemtest.DB) int {
 func countPaymentsPayoutEffects(t *testing.T, db *idemtest.DB) int {
 	return countRows(t, db, "payouts")
 }
+
+// countPaymentsDepositEffects counts deposits by what the balance was
+// credited, in the sample's amounts: the keyed payments row is counted by
+// the inline suite itself, so this catches a balance credited twice (or
+// not at all) beside one row.
+func countPaymentsDepositEffects(t *testing.T, db *idemtest.DB) int {
+	t.Helper()
+	var cents int64
+	if err := db.Pool.QueryRow(t.Context(), "SELECT coalesce(sum(balance_cents), 0) FROM balances").Scan(&cents); err != nil {
+		t.Fatalf("sum balances: %v", err)
+	}
+	return int(cents / samplePaymentsDepositArgs(t).AmountCents)
+}

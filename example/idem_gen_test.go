@@ -30,6 +30,8 @@ var (
 	_ = countPaymentsChargeEffects
 	// func samplePaymentsDepositArgs(t *testing.T) (req DepositRequest)
 	_ = samplePaymentsDepositArgs
+	// func countPaymentsDepositEffects(t *testing.T, db *idemtest.DB) int
+	_ = countPaymentsDepositEffects
 	// func samplePaymentsPayoutArgs(t *testing.T) (req PayoutRequest)
 	_ = samplePaymentsPayoutArgs
 	// func countPaymentsPayoutEffects(t *testing.T, db *idemtest.DB) int
@@ -80,6 +82,7 @@ func TestIdempotentPaymentsDeposit(t *testing.T) {
 			a.AmountCents = idemtest.Vary(a.AmountCents)
 			return a
 		},
+		Effects: countPaymentsDepositEffects,
 	}.Run(t)
 }
 

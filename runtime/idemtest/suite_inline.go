@@ -44,7 +44,11 @@ type InlineTx[S, W, A, R, T any] struct {
 	// Other returns a second valid request whose fingerprint differs from
 	// the sample's (see AtomicTx.Other); nil: no mismatch scenario.
 	Other func(*testing.T) A
-	Storm int // concurrent requests in the storm; 0: DefaultStorm
+	// Effects counts the method's effects beyond its keyed row (the
+	// optional count…Effects fixture: a balance, a second table); nil: the
+	// suite counts the business table's rows only.
+	Effects func(*testing.T, *DB) int
+	Storm   int // concurrent requests in the storm; 0: DefaultStorm
 
 	rt txRuntime[R, T] // set by Run
 }
@@ -95,6 +99,7 @@ func (s InlineTx[S, W, A, R, T]) setup(t *testing.T) inlineEnv[S, W] {
 		t.Fatalf("inline table %q: %v", s.Method.Table, err)
 	}
 	svc := s.New(t, e.db)
+	e.countEffects(t, s.Effects)
 	return inlineEnv[S, W]{env: e, svc: svc, w: s.Wrap(svc, e.store), table: schema.Table.Quoted()}
 }
 
@@ -164,6 +169,7 @@ func (s InlineTx[S, W, A, R, T]) race(n int, key string) func(*testing.T) {
 		})
 		same(t, rs)
 		ie.wantKeyed(t, key, 1)
+		ie.wantEffects(t, 1)
 	}
 }
 
@@ -180,6 +186,7 @@ func (s InlineTx[S, W, A, R, T]) mismatch(t *testing.T) {
 	}
 	ie.wantKeyed(t, "reused", 1)
 	ie.wantTotal(t, before, "a refused request writes no row")
+	ie.wantEffects(t, 1)
 }
 
 // twoCalls: different keys, or one key in two scopes, are two requests:
@@ -191,6 +198,7 @@ func (s InlineTx[S, W, A, R, T]) twoCalls(t *testing.T, key1, scope1, key2, scop
 	s.once(t, ie, keyCtx(t, key1, scope1), a, "first request "+scope1)
 	s.once(t, ie, keyCtx(t, key2, scope2), a, "second request "+scope2)
 	ie.wantTotal(t, before+2, "each request writes its row")
+	ie.wantEffects(t, 2)
 }
 
 // expired: a key sent again after the retention is new: a second row, the
@@ -208,6 +216,7 @@ func (s InlineTx[S, W, A, R, T]) expired(t *testing.T) {
 	s.once(t, ie, ctx, a, "the same key after its retention")
 	ie.wantKeyed(t, "expiring", 1)
 	ie.wantTotal(t, before+2, "both requests' rows stay")
+	ie.wantEffects(t, 2)
 }
 
 // sweep: the sweep takes nothing off a live key, and takes an expired key
@@ -228,6 +237,7 @@ func (s InlineTx[S, W, A, R, T]) sweep(t *testing.T) {
 	ie.wantTotal(t, before+2, "the sweep deletes no row")
 	s.once(t, ie, keyCtx(t, "live", ""), a, "retry of the live key after the sweep")
 	ie.wantTotal(t, before+2, "a retry of a live key after the sweep replays its row")
+	ie.wantEffects(t, 2)
 }
 
 // janitor: the generated constructor registers the method with its store
@@ -261,8 +271,10 @@ func (s InlineTx[S, W, A, R, T]) failing(t *testing.T) {
 		t.Fatalf("failing attempt: got error %v, want the injected failure", err)
 	}
 	ie.wantTotal(t, before, "the failed body's row must roll back")
+	ie.wantEffects(t, 0)
 	s.once(t, ie, ctx, a, "retry after the failed attempt")
 	ie.wantKeyed(t, "failing", 1)
+	ie.wantEffects(t, 1)
 }
 
 func (s InlineTx[S, W, A, R, T]) lookup(svc S) lookupFunc[R, T] {
@@ -287,6 +299,7 @@ func (s InlineTx[S, W, A, R, T]) forgetful(t *testing.T) {
 		t.Errorf("a body that forgets its key: got error %v, want idem.ErrKeyNotWritten", err)
 	}
 	ie.wantTotal(t, before, "the refused body's row must roll back")
+	ie.wantEffects(t, 0)
 }
 
 // inTx: inside one caller transaction (MInTx) a retry replays, another
@@ -316,6 +329,7 @@ func (s InlineTx[S, W, A, R, T]) inTx(t *testing.T) {
 	}
 	must(t, "commit", s.rt.commit(ctx, tx))
 	ie.wantKeyed(t, "in-tx", 1)
+	ie.wantEffects(t, 1)
 }
 
 // failingInTx: inside one caller transaction, a body that writes its row
@@ -343,6 +357,8 @@ func (s InlineTx[S, W, A, R, T]) failingInTx(t *testing.T) {
 	}
 	must(t, "commit", s.rt.commit(ctx, tx))
 	ie.wantTotal(t, before, "the failed body's row must roll back")
+	ie.wantEffects(t, 0)
 	s.once(t, ie, ctx, a, "retry after the failed attempt")
 	ie.wantKeyed(t, "in-tx-failing", 1)
+	ie.wantEffects(t, 1)
 }

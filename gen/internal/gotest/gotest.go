@@ -75,7 +75,7 @@ func (e *emitter) fixtures() jen.Code {
 			if m.HasOtherFixture {
 				add(names.OtherDecl(m.Receiver, m.Name, m.Params), names.OtherFixture(m.Receiver, m.Name))
 			}
-			if m.HasEffectFixture && m.Mode != ir.ModeInline {
+			if m.HasEffectFixture {
 				add(names.EffectDecl(m.Receiver, m.Name), names.EffectFixture(m.Receiver, m.Name))
 			}
 		}
@@ -202,7 +202,7 @@ func (e *emitter) suite(r *ir.Receiver, m *ir.Method) suiteLit {
 	if other := e.other(m, ad); other != nil {
 		field("Other", other)
 	}
-	if m.HasEffectFixture && m.Mode != ir.ModeInline {
+	if m.HasEffectFixture {
 		field("Effects", jen.Id(names.EffectFixture(m.Receiver, m.Name)))
 	}
 	if m.Storm != 0 && m.Storm != 32 {
