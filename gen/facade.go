@@ -53,6 +53,23 @@ type Directive = directive.Directive
 // are errors.
 func ParseDirectiveArgs(args []string) (*Directive, []string) { return directive.Parse(args) }
 
+// Flag is one of idemgen's flags: see directive.Flag.
+type Flag = directive.Flag
+
+// Where a flag is taken, re-exported: see directive.Where.
+const (
+	InDirective  = directive.InDirective
+	InPackageRun = directive.InPackageRun
+)
+
+// Flags returns every flag idemgen takes, in the order -h lists them: the
+// one table the directive parser, the command's flag set and -h derive from.
+func Flags() []Flag { return directive.FlagTable() }
+
+// FlagHelp is the flag list -h prints (and the README carries), rendered
+// from Flags.
+func FlagHelp() string { return directive.Help() }
+
 // Header is the first line of every Go file idemgen writes.
 const Header = stamp.Header
 

@@ -14,7 +14,7 @@ import (
 	"github.com/idemgen/idemgen/internal/testmod"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/check_migrations.txtar from the output")
+var update = flag.Bool("update", false, "rewrite testdata/check_migrations.txtar and flags.txt from what idemgen makes")
 
 // exampleModule copies the example package as a user writes it (its sources
 // and its own migration) into a fresh module and generates it once, so every

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,12 +17,45 @@ import (
 
 var flagLineRE = regexp.MustCompile(`^\t(-[a-z-]+)`)
 
+// flags.txt is the flag list -h prints, rendered from the flag table
+// (gen.Flags), kept as a file so the README's copy can be compared with it
+// (readme_test.go); go test -run FlagsTxt -update rewrites it.
+func TestFlagsTxtIsTheTable(t *testing.T) {
+	if *update {
+		require.NoError(t, os.WriteFile("flags.txt", []byte(gen.FlagHelp()), 0o644))
+	}
+	b, err := os.ReadFile("flags.txt")
+	require.NoError(t, err)
+	assert.Equal(t, gen.FlagHelp(), string(b), "flags.txt differs from the flag table: go test ./cmd/idemgen -run FlagsTxt -update, then copy it into the README")
+}
+
+// A package run binds every flag the table says it takes, and refuses a
+// directive's flag with where it belongs.
+func TestPackageRunTakesTheTablesFlags(t *testing.T) {
+	for _, f := range gen.Flags() {
+		arg := "-" + f.Name
+		if f.Name == "tags" {
+			arg += "=x"
+		} else if !f.Boolean() || f.Value == "BOOL" {
+			arg += "=1m"
+		}
+		var out, errb bytes.Buffer
+		_, code := parsePackageRun([]string{arg, "./..."}, &out, &errb)
+		if f.Where&gen.InPackageRun != 0 {
+			assert.Equal(t, -1, code, "%s: %s", arg, errb.String())
+		} else {
+			assert.Equal(t, 2, code, arg)
+			assert.Contains(t, errb.String(), "belongs in a //go:generate idemgen directive", arg)
+		}
+	}
+}
+
 // listedFlags returns the flags flags.txt documents, each with its text
 // (continuation lines included), in order.
 func listedFlags() (names []string, text map[string]string) {
 	text = map[string]string{}
 	last := ""
-	for _, l := range strings.Split(flagList, "\n") {
+	for _, l := range strings.Split(gen.FlagHelp(), "\n") {
 		if m := flagLineRE.FindStringSubmatch(l); m != nil {
 			last = m[1]
 			names = append(names, last)
@@ -42,7 +76,8 @@ func TestHelpListsEveryFlagWithItsDefault(t *testing.T) {
 	var out, errb bytes.Buffer
 	t.Setenv("GOFILE", "")
 	require.Equal(t, 0, run(context.Background(), []string{"-h"}, &out, &errb))
-	assert.Contains(t, out.String(), flagList, "-h prints flags.txt whole")
+	flagList := gen.FlagHelp()
+	assert.Contains(t, out.String(), flagList, "-h prints the flag table whole")
 
 	_, problems := gen.ParseDirectiveArgs([]string{"-no-such-flag"})
 	require.Len(t, problems, 1)

@@ -25,20 +25,12 @@ import (
 	"sort"
 	"strings"
 
-	_ "embed"
-
 	// Its init ends a directive whose package is up to date before the
 	// packages below are initialised.
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/fastpath"
 	"github.com/idemgen/idemgen/gen"
 	"github.com/idemgen/idemgen/gen/migrations"
 )
-
-// flagList is every flag, grouped, each with its default: -h prints it and
-// the README carries it verbatim (readme_test.go holds the two equal).
-//
-//go:embed flags.txt
-var flagList string
 
 var usage = `idemgen makes service methods idempotent on PostgreSQL.
 
@@ -58,7 +50,7 @@ Usage:
 
 Flags (a directive takes all but -check; a package run takes -check, -tags,
 -v, -q and -debug-model):
-` + flagList + `
+` + gen.FlagHelp() + `
 Exit status: 0 success, 1 generation errors or stale output (-check), 2 misuse.
 `
 
@@ -69,6 +61,12 @@ func main() {
 	os.Exit(code)
 }
 
+// options is what one run was asked to do.
+type options struct {
+	cfg                               gen.Config
+	check, verbose, quiet, debugModel bool
+}
+
 // run is the whole command, testable without a process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wd, err := os.Getwd()
@@ -76,59 +74,98 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen: %v\n", err)
 		return 1
 	}
-	cfg := gen.Config{Dir: wd}
-	var check, verbose, quiet, debugModel bool
-	var patterns []string
+	var o options
+	var code int
 	if goFile := os.Getenv("GOFILE"); goFile != "" && !hasPositional(args) {
-		// As a go:generate directive: the flags are the directive's.
-		d, problems := gen.ParseDirectiveArgs(withoutRunFlags(args, &check, &quiet))
-		if len(problems) > 0 {
-			pos := goFile
-			if line := os.Getenv("GOLINE"); line != "" {
-				pos += ":" + line
-			}
-			for _, p := range problems {
-				fmt.Fprintf(stderr, "%s: %s\n", pos, p)
-			}
-			fmt.Fprint(stderr, "run idemgen -help for usage\n")
-			return 2
-		}
-		cfg.GoFile, cfg.Tags = goFile, d.Tags
-		verbose, debugModel = d.IsSet("v"), d.IsSet("debug-model")
+		o, code = parseDirective(args, goFile, stderr)
 	} else {
-		fs := flag.NewFlagSet("idemgen", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		fs.Usage = func() {} // -help prints the usage to stdout, below
-		fs.BoolVar(&check, "check", false, "")
-		fs.BoolVar(&verbose, "v", false, "")
-		fs.BoolVar(&quiet, "q", false, "")
-		fs.BoolVar(&debugModel, "debug-model", false, "")
-		fs.StringVar(&cfg.Tags, "tags", "", "")
-		for _, name := range []string{"mode", "retention", "lock-timeout", "final-errors", "storm", "inline", "lookup", "table", "migrations", "migration-format", "tests"} {
-			fs.Func(name, "", func(v string) error {
-				const where = "belongs in a //go:generate idemgen directive in the method's doc comment, not on the command line of a package run"
-				if _, problems := gen.ParseDirectiveArgs([]string{"-" + name + "=" + v}); len(problems) > 0 {
-					return fmt.Errorf("%s; and the flag %s", strings.Join(problems, "; "), where)
-				}
-				return errors.New(where)
-			})
+		o, code = parsePackageRun(args, stdout, stderr)
+	}
+	if code >= 0 {
+		return code
+	}
+	o.cfg.Dir = wd
+	return generate(ctx, o, wd, stdout, stderr)
+}
+
+// parseDirective reads the flags of a go:generate directive in goFile. A
+// code of 0 or more ends the run with that status.
+func parseDirective(args []string, goFile string, stderr io.Writer) (options, int) {
+	var o options
+	d, problems := gen.ParseDirectiveArgs(withoutRunFlags(args, &o.check, &o.quiet))
+	if len(problems) > 0 {
+		pos := goFile
+		if line := os.Getenv("GOLINE"); line != "" {
+			pos += ":" + line
 		}
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, usage)
-				return 0
-			}
-			fmt.Fprint(stderr, "run idemgen -help for usage\n")
-			return 2
+		for _, p := range problems {
+			fmt.Fprintf(stderr, "%s: %s\n", pos, p)
 		}
-		patterns = fs.Args()
-		if len(patterns) == 0 {
-			fmt.Fprint(stderr, "idemgen: no packages given and $GOFILE is not set: run it from a //go:generate directive or name packages, e.g. idemgen ./...\n\n")
-			fmt.Fprint(stderr, usage)
-			return 2
+		fmt.Fprint(stderr, "run idemgen -help for usage\n")
+		return o, 2
+	}
+	o.cfg.GoFile, o.cfg.Tags = goFile, d.Tags
+	o.verbose, o.debugModel = d.IsSet("v"), d.IsSet("debug-model")
+	return o, -1
+}
+
+// parsePackageRun reads the flags and package patterns of a package run
+// (idemgen ./...), binding the flags gen.Flags says a package run takes and
+// refusing the others with where they belong. A code of 0 or more ends the
+// run with that status.
+func parsePackageRun(args []string, stdout, stderr io.Writer) (options, int) {
+	var o options
+	fs := flag.NewFlagSet("idemgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // -help prints the usage to stdout, below
+	bools := map[string]*bool{"check": &o.check, "v": &o.verbose, "q": &o.quiet, "debug-model": &o.debugModel}
+	for _, f := range gen.Flags() {
+		switch {
+		case f.Where&gen.InPackageRun == 0:
+			fs.Func(f.Name, "", directiveOnly(f.Name))
+		case f.Name == "tags":
+			fs.StringVar(&o.cfg.Tags, f.Name, "", "")
+		case bools[f.Name] != nil:
+			fs.BoolVar(bools[f.Name], f.Name, false, "")
+		default:
+			fmt.Fprintf(stderr, "idemgen: flag -%s has no binding in package runs\n", f.Name)
+			return o, 1
 		}
 	}
-	cfg.Patterns = patterns
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return o, 0
+		}
+		fmt.Fprint(stderr, "run idemgen -help for usage\n")
+		return o, 2
+	}
+	o.cfg.Patterns = fs.Args()
+	if len(o.cfg.Patterns) == 0 {
+		fmt.Fprint(stderr, "idemgen: no packages given and $GOFILE is not set: run it from a //go:generate directive or name packages, e.g. idemgen ./...\n\n")
+		fmt.Fprint(stderr, usage)
+		return o, 2
+	}
+	return o, -1
+}
+
+// directiveOnly refuses a directive's flag on a package run's command
+// line, checking its value first so both problems are said at once.
+func directiveOnly(name string) func(string) error {
+	return func(v string) error {
+		const where = "belongs in a //go:generate idemgen directive in the method's doc comment, not on the command line of a package run"
+		if _, problems := gen.ParseDirectiveArgs([]string{"-" + name + "=" + v}); len(problems) > 0 {
+			return fmt.Errorf("%s; and the flag %s", strings.Join(problems, "; "), where)
+		}
+		return errors.New(where)
+	}
+}
+
+// generate runs the generator as o asks and writes, checks or prints what
+// it returns.
+func generate(ctx context.Context, o options, wd string, stdout, stderr io.Writer) int {
+	cfg := o.cfg
+	check, verbose, quiet, debugModel := o.check, o.verbose, o.quiet, o.debugModel
 	cfg.Force = check || debugModel
 
 	out, err := gen.Generate(ctx, cfg)
@@ -178,6 +215,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if check {
 		return checkFiles(wd, paths, out, stdout, stderr)
 	}
+	return write(wd, paths, out, verbose, quiet, stdout, stderr)
+}
+
+// write writes every output whose bytes changed (removing those now nil),
+// saying what it did as -v and -q ask.
+func write(wd string, paths []string, out *gen.Output, verbose, quiet bool, stdout, stderr io.Writer) int {
 	if !quiet {
 		notes(stderr, wd, out.Packages)
 	}
@@ -368,22 +411,28 @@ func notes(w io.Writer, wd string, pkgs []*gen.Package) {
 		}
 		var pos string
 		var missing []string
+		var inline bool
 		for _, r := range p.Receivers {
 			for _, m := range r.Methods {
 				if n := gen.NoMismatch(p, m); n != "" {
 					fmt.Fprintf(w, "%s: note: %s\n", rel(m.Pos), n)
 				}
-				if m.Mode != gen.ModeInline && !m.HasEffectFixture {
+				if !m.HasEffectFixture {
 					if pos == "" {
 						pos = m.Pos
 					}
+					inline = inline || m.Mode == gen.ModeInline
 					missing = append(missing, gen.EffectFixtureDecl(m))
 				}
 			}
 		}
 		if len(missing) > 0 {
-			fmt.Fprintf(w, "%s: hint: the generated tests count executions; to count each method's effects too (rows, calls to a fake), add to a _test.go file of package %s\n\t%s\n",
-				rel(pos), p.Name, strings.Join(missing, "\n\t"))
+			what := "rows, calls to a fake"
+			if inline {
+				what += "; for an inline method, what it does beyond its keyed row"
+			}
+			fmt.Fprintf(w, "%s: hint: the generated tests count executions; to count each method's effects too (%s), add to a _test.go file of package %s\n\t%s\n",
+				rel(pos), what, p.Name, strings.Join(missing, "\n\t"))
 		}
 	}
 }

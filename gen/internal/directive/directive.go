@@ -6,7 +6,6 @@ package directive
 import (
 	"fmt"
 	"go/token"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,29 +36,6 @@ type Directive struct {
 	set map[string]string // flag name → value as written, for the flags given
 }
 
-// flagKind says what a directive flag holds and where it applies.
-type flagKind struct {
-	boolean  bool
-	pkgLevel bool
-}
-
-// directiveFlag says whether a directive may carry the flag, and its kind.
-// -v and -debug-model are accepted so the same line works when run by go
-// generate; -check is not.
-func directiveFlag(name string) (flagKind, bool) {
-	switch name {
-	case "mode", "retention", "lock-timeout", "final-errors", "storm", "inline", "lookup":
-		return flagKind{}, true
-	case "table", "migrations", "migration-format", "tags":
-		return flagKind{pkgLevel: true}, true
-	case "tests":
-		return flagKind{boolean: true, pkgLevel: true}, true
-	case "v", "debug-model":
-		return flagKind{boolean: true}, true
-	}
-	return flagKind{}, false
-}
-
 // Defaults of the package-level settings.
 const (
 	DefaultMigrations      = "migrations"
@@ -80,13 +56,13 @@ func Parse(args []string) (*Directive, []string) {
 			continue
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		k, ok := directiveFlag(name)
+		f, ok := lookupFlag(name)
 		if !ok {
 			problems = append(problems, fmt.Sprintf("unknown flag -%s (known: %s)", name, knownFlags()))
 			continue
 		}
 		if !hasValue {
-			if k.boolean {
+			if f.Boolean() {
 				value = "true"
 			} else if i+1 < len(args) {
 				i++
@@ -101,7 +77,10 @@ func Parse(args []string) (*Directive, []string) {
 			continue
 		}
 		d.set[name] = value
-		if err := d.apply(name, value); err != nil {
+		if f.set == nil {
+			continue
+		}
+		if err := f.set(d, name, value); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
@@ -110,86 +89,6 @@ func Parse(args []string) (*Directive, []string) {
 			d.set["lock-timeout"], d.set["retention"]))
 	}
 	return d, problems
-}
-
-func knownFlags() string {
-	return "-mode, -retention, -lock-timeout, -final-errors, -storm, -inline, -lookup, -table, -migrations, -migration-format, -tests, -tags, -v, -debug-model"
-}
-
-func (d *Directive) apply(name, value string) error {
-	switch name {
-	case "mode":
-		switch value {
-		case "atomic", "external":
-			d.Mode = value
-		case "auto":
-		default:
-			return fmt.Errorf("-mode=%s: want auto, atomic or external", value)
-		}
-	case "retention", "lock-timeout":
-		v, err := time.ParseDuration(value)
-		if err != nil || v <= 0 {
-			return fmt.Errorf("-%s=%s: want a positive duration such as 48h or 90s", name, value)
-		}
-		if name == "retention" {
-			if v < time.Minute {
-				return fmt.Errorf("-retention=%s: want at least 1m: a shorter window turns a client's retry into a new request", value)
-			}
-			d.Retention = v
-		} else {
-			d.LockTimeout = v
-		}
-	case "final-errors":
-		for _, n := range strings.Split(value, ",") {
-			n = strings.TrimSpace(n)
-			if n == "" {
-				return fmt.Errorf("-final-errors=%s: want a comma-separated list of package-level error variables, e.g. ErrCardDeclined,ErrInsufficientFunds", value)
-			}
-			for _, have := range d.FinalErrors {
-				if have == n {
-					return fmt.Errorf("-final-errors names %s twice", n)
-				}
-			}
-			d.FinalErrors = append(d.FinalErrors, n)
-		}
-	case "storm":
-		n, err := strconv.Atoi(value)
-		if err != nil || n < 2 || n > 1024 {
-			return fmt.Errorf("-storm=%s: want a number of concurrent requests between 2 and 1024", value)
-		}
-		d.Storm = n
-	case "inline":
-		if value == "" {
-			return fmt.Errorf("-inline needs the business table that holds the key, e.g. -inline=orders")
-		}
-		d.Inline = value
-	case "lookup":
-		if value == "" {
-			return fmt.Errorf("-lookup needs the method that reads a row by its key, e.g. -lookup=OrderByKey")
-		}
-		d.Lookup = value
-	case "table":
-		d.Table = value
-	case "migrations":
-		if value == "" {
-			return fmt.Errorf("-migrations needs a directory, relative to the package (default %s)", DefaultMigrations)
-		}
-		d.Migrations = value
-	case "migration-format":
-		if !slices.Contains(migrations.Formats(), value) {
-			return fmt.Errorf("-migration-format=%s: want one of %s", value, strings.Join(migrations.Formats(), ", "))
-		}
-		d.MigrationFormat = value
-	case "tests":
-		b, err := strconv.ParseBool(value)
-		if err != nil {
-			return fmt.Errorf("-tests=%s: want true or false", value)
-		}
-		d.Tests = b
-	case "tags":
-		d.Tags = value
-	}
-	return nil
 }
 
 // IsSet reports whether the directive gave the flag.

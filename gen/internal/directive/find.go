@@ -71,7 +71,11 @@ type Settings struct {
 // one differently are an error at both positions.
 func MergeSettings(ds []*Directive, e *diag.Errs) Settings {
 	s := Settings{Table: ledger.DefaultTable, Migrations: DefaultMigrations, Format: DefaultMigrationFormat, Tests: true}
-	for _, name := range []string{"table", "migrations", "migration-format", "tests", "tags"} {
+	for _, f := range FlagTable() {
+		if !f.PerPackage {
+			continue
+		}
+		name := f.Name
 		var first *Directive
 		for _, d := range ds {
 			if !d.IsSet(name) {
