@@ -25,7 +25,9 @@ claims it and replays the stored response. Called directly, as a method
 value, a method expression or through the wrapper's inner value, it has no
 key, no claim and no replay, and a retry runs it again. The generated
 wrapper file and the declaring package's tests may call it; any other use is
-reported, with the wrapper method to call instead. When exactly one variable
+reported, with the wrapper method to call instead; a use meant to bypass it
+(a test proving the harm) says so with a comment on its line or the line
+above: //idem:bypass-ok followed by the reason. When exactly one variable
 of the wrapper's type is in scope and the wrapper method takes the same
 arguments, a suggested fix calls it.`
 
@@ -71,8 +73,10 @@ func run(pass *analysis.Pass) (any, error) {
 		}
 	}
 	skip := map[*ast.File]bool{}
+	allowed := map[*ast.File]map[int]bool{}
 	for _, f := range pass.Files {
 		skip[f] = annot.Generated(f)
+		allowed[f] = allowedLines(pass.Fset, f)
 	}
 	ins.WithStack([]ast.Node{(*ast.SelectorExpr)(nil)}, func(n ast.Node, push bool, stack []ast.Node) bool {
 		if !push {
@@ -92,10 +96,27 @@ func run(pass *analysis.Pass) (any, error) {
 		if skip[file] || declaringTest(pass, file, fn) {
 			return true
 		}
+		if line := pass.Fset.Position(sel.Sel.Pos()).Line; allowed[file][line] || allowed[file][line-1] {
+			return true
+		}
 		report(pass, sel, stack, fn, &fact)
 		return true
 	})
 	return nil, nil
+}
+
+// allowedLines returns the lines of f that carry an //idem:bypass-ok
+// comment with a reason.
+func allowedLines(fset *token.FileSet, f *ast.File) map[int]bool {
+	lines := map[int]bool{}
+	for _, g := range f.Comments {
+		for _, c := range g.List {
+			if reason, ok := strings.CutPrefix(c.Text, "//idem:bypass-ok"); ok && strings.TrimSpace(reason) != "" && (reason[0] == ' ' || reason[0] == '\t') {
+				lines[fset.Position(c.Pos()).Line] = true
+			}
+		}
+	}
+	return lines
 }
 
 // receiver returns the named type fn is a method of, or nil.

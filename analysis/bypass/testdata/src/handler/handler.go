@@ -34,3 +34,13 @@ type Embedded struct{ *pay.Payments }
 func Promoted(ctx context.Context, e Embedded) {
 	e.Payout(ctx, 1) // want `Payments.Payout bypasses`
 }
+
+// Harm is a use meant to bypass the wrapper, said so with a reason.
+func Harm(ctx context.Context, p *pay.Payments) {
+	//idem:bypass-ok shows what a handler without the wrapper does
+	p.Payout(ctx, 1)
+	p.Payout(ctx, 2) //idem:bypass-ok same
+
+	//idem:bypass-ok
+	p.Payout(ctx, 3) // want `Payments.Payout bypasses`
+}
