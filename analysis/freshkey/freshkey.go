@@ -94,8 +94,12 @@ func run(pass *analysis.Pass) (any, error) {
 						continue
 					}
 					reported[src.Pos()] = true
+					pos, end := src.Pos(), token.NoPos
+					if call := loops.calls[pos]; call != nil {
+						pos, end = call.Pos(), call.End()
+					}
 					pass.Report(analysis.Diagnostic{
-						Pos: src.Pos(),
+						Pos: pos, End: end,
 						Message: fmt.Sprintf("idempotency key made from %s inside the loop that sends it (%s, sent at line %d): every iteration is a new key, so a retry is a new request that runs again; "+
 							"make the key once before the loop, where the intention is born, or derive it from the data it stands for",
 							calleeName(src), sk.what, pass.Fset.Position(send.Pos()).Line),
@@ -510,17 +514,19 @@ func accessor(c *ssa.CallCommon) bool {
 // function: a function literal inside a loop (a handler registered per
 // route) starts afresh, unless it is called where it is written.
 type loopIndex struct {
-	loops []ast.Node // *ast.ForStmt, *ast.RangeStmt
-	funcs []ast.Node // *ast.FuncLit not called in place
+	loops []ast.Node                  // *ast.ForStmt, *ast.RangeStmt
+	funcs []ast.Node                  // *ast.FuncLit not called in place
+	calls map[token.Pos]*ast.CallExpr // by Lparen, the position SSA gives a call
 }
 
 func newLoopIndex(pass *analysis.Pass) *loopIndex {
-	idx := &loopIndex{}
+	idx := &loopIndex{calls: map[token.Pos]*ast.CallExpr{}}
 	called := map[ast.Node]bool{}
 	for _, f := range pass.Files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.CallExpr:
+				idx.calls[n.Lparen] = n
 				if fl, ok := ast.Unparen(n.Fun).(*ast.FuncLit); ok {
 					called[fl] = true
 				}
