@@ -130,7 +130,7 @@ func sinks(instr ssa.Instruction) []sink {
 
 func callSinks(c *ssa.Call) []sink {
 	fn := c.Call.StaticCallee()
-	if fn == nil || fn.Pkg == nil && fn.Signature.Recv() == nil {
+	if fn == nil {
 		return nil
 	}
 	args := c.Call.Args
@@ -195,7 +195,11 @@ func variadic(v ssa.Value) []ssa.Value {
 	if !ok {
 		return nil
 	}
-	at, ok := arr.Type().(*types.Pointer).Elem().Underlying().(*types.Array)
+	p, ok := arr.Type().Underlying().(*types.Pointer)
+	if !ok {
+		return nil
+	}
+	at, ok := p.Elem().Underlying().(*types.Array)
 	if !ok {
 		return nil
 	}
@@ -240,8 +244,12 @@ func isString(t types.Type) bool {
 }
 
 func fieldName(fa *ssa.FieldAddr) string {
-	st, ok := fa.X.Type().Underlying().(*types.Pointer).Elem().Underlying().(*types.Struct)
+	p, ok := fa.X.Type().Underlying().(*types.Pointer)
 	if !ok {
+		return "" // a type parameter's core type: not followed
+	}
+	st, ok := p.Elem().Underlying().(*types.Struct)
+	if !ok || fa.Field >= st.NumFields() {
 		return ""
 	}
 	return st.Field(fa.Field).Name()

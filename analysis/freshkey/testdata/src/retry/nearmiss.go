@@ -93,3 +93,10 @@ func Last(ctx context.Context, n int) error {
 	}
 	return charge(kctx)
 }
+
+// Generic makes its key through a function value it cannot see into.
+func Generic[K ~string](ctx context.Context, mk func() K) {
+	for range 2 {
+		_ = charge(idem.ContextWithKey(ctx, string(mk())))
+	}
+}
