@@ -117,6 +117,23 @@ func GRPCPairs(ctx context.Context) {
 	}
 }
 
+// GRPCSet sets the key on metadata made apart, with MD.Set and MD.Append.
+func GRPCSet(ctx context.Context) {
+	for range 3 {
+		md := metadata.MD{}
+		md.Set("trace", uuid.NewString())
+		md.Set("Idempotency-Key", time.Now().String()) // want `made from time.Now`
+		if invoke(metadata.NewOutgoingContext(ctx, md), "/pay.Payments/Charge") == nil {
+			return
+		}
+		md2 := metadata.MD{}
+		md2.Append("idempotency-key", "a", uuid.New().String()) // want `made from uuid.New inside`
+		if invoke(metadata.NewOutgoingContext(ctx, md2), "/pay.Payments/Charge") == nil {
+			return
+		}
+	}
+}
+
 type ChargeRequest struct {
 	RequestId string
 	Amount    int64
