@@ -25,7 +25,7 @@ idempotency_scope, idempotency_key and idempotency_fingerprint columns, and
 that INSERT is the claim. A method that writes TABLE without the key claims
 nothing, and every call fails with idem.ErrKeyNotWritten. The check reads
 the SQL the method runs where it is a constant: string constants passed to
-Exec, Query, QueryRow and their Context forms, in the method, in the
+Exec, Query, QueryRow, their Context forms and pgx's Batch.Queue, in the method, in the
 functions of its package it calls, and in the functions of other packages
 it calls (sqlc's generated queries), and reports the method when one of
 them INSERTs into or UPDATEs TABLE and none of those writes names
@@ -56,10 +56,12 @@ func (*Statements) AFact() {}
 func (s *Statements) String() string { return fmt.Sprintf("%d SQL statements", len(s.SQL)) }
 
 // sqlMethods are the methods whose string argument is SQL to run, in
-// database/sql, pgx and the interfaces sqlc generates over them.
+// database/sql, pgx (a batch's Queue too) and the interfaces sqlc
+// generates over them.
 var sqlMethods = map[string]bool{
 	"Exec": true, "ExecContext": true, "Query": true, "QueryContext": true,
 	"QueryRow": true, "QueryRowContext": true, "Prepare": true, "PrepareContext": true,
+	"Queue": true,
 }
 
 func run(pass *analysis.Pass) (any, error) {

@@ -93,3 +93,18 @@ func (s *Shop) PayByKey(ctx context.Context, tx *sql.Tx, k idem.InlineKey) (Orde
 	err := tx.QueryRowContext(ctx, `SELECT id, idempotency_fingerprint FROM payments WHERE idempotency_scope = $1 AND idempotency_key = $2`, k.Scope, k.Key).Scan(&o.ID, &fp)
 	return o, fp, err
 }
+
+// Batch is a pgx-style batch whose Queue takes SQL.
+type Batch struct{}
+
+// Queue queues a statement.
+func (b *Batch) Queue(query string, args ...any) {}
+
+// Queued queues its INSERT in a batch, without the key.
+//
+//go:generate go tool idemgen -inline=Payments -lookup=PayByKey
+func (s *Shop) Queued(ctx context.Context, tx *sql.Tx, amount int64) (Order, error) { // want Queued:"1 SQL statements" `Queued is inline \(-inline=Payments\), but none of its SQL that writes Payments sets Payments.idempotency_key`
+	var b Batch
+	b.Queue(`insert into PAYMENTS (account) values ($1)`, "a")
+	return Order{}, nil
+}
