@@ -28,7 +28,9 @@ http.Header (Set, Add or a map assignment, in any case, as the Connect
 client's req.Header() too), the idempotency-key gRPC metadata
 (metadata.AppendToOutgoingContext, metadata.Pairs, MD.Set, MD.Append) or an
 AIP-155 RequestId field; and it reports the key only when the loop that
-makes it also passes what carries it (the context, the request) to a call.
+makes it also passes what carries it (the context, the request) to a call;
+a function literal handed to a retry library (backoff.Retry, retry.Do) is
+such a loop.
 A key made once before the loop, or derived from the loop's data (an order
 ID), is not reported.`
 
@@ -520,7 +522,8 @@ func accessor(c *ssa.CallCommon) bool {
 
 // loopIndex finds the innermost loop around a position within one
 // function: a function literal inside a loop (a handler registered per
-// route) starts afresh, unless it is called where it is written.
+// route) starts afresh, unless it is called where it is written. A
+// function literal handed to a retry library (backoff.Retry) is a loop.
 type loopIndex struct {
 	loops []ast.Node                  // *ast.ForStmt, *ast.RangeStmt
 	funcs []ast.Node                  // *ast.FuncLit not called in place
@@ -530,6 +533,7 @@ type loopIndex struct {
 func newLoopIndex(pass *analysis.Pass) *loopIndex {
 	idx := &loopIndex{calls: map[token.Pos]*ast.CallExpr{}}
 	called := map[ast.Node]bool{}
+	retried := map[ast.Node]bool{}
 	for _, f := range pass.Files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
@@ -538,10 +542,20 @@ func newLoopIndex(pass *analysis.Pass) *loopIndex {
 				if fl, ok := ast.Unparen(n.Fun).(*ast.FuncLit); ok {
 					called[fl] = true
 				}
+				if retrier(pass.TypesInfo, n) {
+					for _, a := range n.Args {
+						if fl, ok := ast.Unparen(a).(*ast.FuncLit); ok {
+							retried[fl] = true
+						}
+					}
+				}
 			case *ast.ForStmt, *ast.RangeStmt:
 				idx.loops = append(idx.loops, n)
 			case *ast.FuncLit:
-				if !called[n] {
+				switch {
+				case retried[n]:
+					idx.loops = append(idx.loops, n) // the retry library's loop runs it
+				case !called[n]:
 					idx.funcs = append(idx.funcs, n)
 				}
 			}
@@ -549,6 +563,38 @@ func newLoopIndex(pass *analysis.Pass) *loopIndex {
 		})
 	}
 	return idx
+}
+
+// retryPackages are retry libraries whose functions call the function
+// literal they are given again on failure: its body is a loop's.
+var retryPackages = []string{
+	"github.com/cenkalti/backoff", "github.com/avast/retry-go", "github.com/sethvargo/go-retry",
+	"k8s.io/client-go/util/retry", "k8s.io/apimachinery/pkg/util/wait", "github.com/hashicorp/go-retryablehttp",
+}
+
+// retrier reports whether call calls a function of a retry library.
+func retrier(info *types.Info, call *ast.CallExpr) bool {
+	var obj types.Object
+	switch f := ast.Unparen(call.Fun).(type) {
+	case *ast.Ident:
+		obj = info.Uses[f]
+	case *ast.SelectorExpr:
+		obj = info.Uses[f.Sel]
+	case *ast.IndexExpr: // retry.DoWithData[T](…)
+		if sel, ok := ast.Unparen(f.X).(*ast.SelectorExpr); ok {
+			obj = info.Uses[sel.Sel]
+		}
+	}
+	if obj == nil || obj.Pkg() == nil {
+		return false
+	}
+	path := obj.Pkg().Path()
+	for _, p := range retryPackages {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // innermost returns the innermost loop that holds pos in the same

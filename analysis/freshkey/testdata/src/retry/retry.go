@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
@@ -23,7 +24,7 @@ func charge(ctx context.Context) error { return nil }
 func ChargeRetry(ctx context.Context) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		kctx := idem.ContextWithKey(ctx, uuid.NewString()) // want `idempotency key made from uuid.NewString inside the loop that sends it \(idem.ContextWithKey, sent at line 27\): every iteration is a new key, so a retry is a new request that runs again; make the key once before the loop, where the intention is born, or derive it from the data it stands for`
+		kctx := idem.ContextWithKey(ctx, uuid.NewString()) // want `idempotency key made from uuid.NewString inside the loop that sends it \(idem.ContextWithKey, sent at line 28\): every iteration is a new key, so a retry is a new request that runs again; make the key once before the loop, where the intention is born, or derive it from the data it stands for`
 		if err = charge(kctx); err == nil {
 			return nil
 		}
@@ -176,4 +177,17 @@ func InPlace(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// Backoff: the function a retry library calls again is the loop.
+func Backoff(ctx context.Context, b backoff.BackOff) error {
+	return backoff.Retry(func() error {
+		return charge(idem.ContextWithKey(ctx, uuid.NewString())) // want `made from uuid.NewString inside the loop`
+	}, b)
+}
+
+// BackoffOnce makes the key before handing the retry to the library.
+func BackoffOnce(ctx context.Context, b backoff.BackOff) error {
+	kctx := idem.ContextWithKey(ctx, uuid.NewString())
+	return backoff.Retry(func() error { return charge(kctx) }, b)
 }
