@@ -216,7 +216,7 @@ func fix(pass *analysis.Pass, sel *ast.SelectorExpr, wrapper *types.Named, fn, i
 		return nil
 	}
 	v := wrapperVar(pass, sel.Pos(), wrapper)
-	if v == nil {
+	if v == nil || soleUse(pass, sel.X) {
 		return nil
 	}
 	text := v.Name() + "." + m.Name()
@@ -224,6 +224,31 @@ func fix(pass *analysis.Pass, sel *ast.SelectorExpr, wrapper *types.Named, fn, i
 		Message:   "call " + text,
 		TextEdits: []analysis.TextEdit{{Pos: sel.Pos(), End: sel.End(), NewText: []byte(text)}},
 	}}
+}
+
+// soleUse reports whether x, which the fix drops, holds the only use of a
+// local variable: dropping it would leave the variable unused, which does
+// not compile.
+func soleUse(pass *analysis.Pass, x ast.Expr) bool {
+	inX := map[*types.Var]bool{}
+	ast.Inspect(x, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok {
+			if v, ok := pass.TypesInfo.Uses[id].(*types.Var); ok && v.Parent() != v.Pkg().Scope() && !v.IsField() {
+				inX[v] = true
+			}
+		}
+		return true
+	})
+	if len(inX) == 0 {
+		return false
+	}
+	usedElsewhere := map[*types.Var]bool{}
+	for id, obj := range pass.TypesInfo.Uses {
+		if v, ok := obj.(*types.Var); ok && inX[v] && (id.Pos() < x.Pos() || id.Pos() >= x.End()) {
+			usedElsewhere[v] = true
+		}
+	}
+	return len(usedElsewhere) < len(inX)
 }
 
 // wrapperVar returns the one variable of type wrapper or *wrapper visible at

@@ -44,3 +44,9 @@ func Harm(ctx context.Context, p *pay.Payments) {
 	//idem:bypass-ok
 	p.Payout(ctx, 3) // want `Payments.Payout bypasses`
 }
+
+// Only holds the only use of p: dropping it would not compile, no fix.
+func Only(ctx context.Context, svc *pay.IdempotentPayments) {
+	p := &pay.Payments{}
+	p.Payout(ctx, 1) // want `Payments.Payout bypasses`
+}
