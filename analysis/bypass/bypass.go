@@ -216,7 +216,7 @@ func fix(pass *analysis.Pass, sel *ast.SelectorExpr, wrapper *types.Named, fn, i
 		return nil
 	}
 	v := wrapperVar(pass, sel.Pos(), wrapper)
-	if v == nil || soleUse(pass, sel.X) {
+	if v == nil || hasCall(sel.X) || soleUse(pass, sel.X) {
 		return nil
 	}
 	text := v.Name() + "." + m.Name()
@@ -224,6 +224,18 @@ func fix(pass *analysis.Pass, sel *ast.SelectorExpr, wrapper *types.Named, fn, i
 		Message:   "call " + text,
 		TextEdits: []analysis.TextEdit{{Pos: sel.Pos(), End: sel.End(), NewText: []byte(text)}},
 	}}
+}
+
+// hasCall reports whether x calls something: the fix would drop the call.
+func hasCall(x ast.Expr) bool {
+	found := false
+	ast.Inspect(x, func(n ast.Node) bool {
+		if _, ok := n.(*ast.CallExpr); ok {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // soleUse reports whether x, which the fix drops, holds the only use of a

@@ -50,3 +50,10 @@ func Only(ctx context.Context, svc *pay.IdempotentPayments) {
 	p := &pay.Payments{}
 	p.Payout(ctx, 1) // want `Payments.Payout bypasses`
 }
+
+func newPayments() *pay.Payments { return &pay.Payments{} }
+
+// Made calls a constructor the fix would drop: no fix.
+func Made(ctx context.Context, svc *pay.IdempotentPayments) {
+	newPayments().Payout(ctx, 1) // want `Payments.Payout bypasses`
+}
