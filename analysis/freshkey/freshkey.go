@@ -91,6 +91,9 @@ func run(pass *analysis.Pass) (any, error) {
 					if loop == nil || !within(loop, sk.instr.Pos()) {
 						continue
 					}
+					if !src.Block().Dominates(sk.instr.Block()) {
+						continue // made on some iterations only: if key == "" { key = uuid.NewString() }
+					}
 					send := sends(sk.carrier, loop, map[ssa.Value]bool{})
 					if send == nil {
 						continue

@@ -100,3 +100,16 @@ func Generic[K ~string](ctx context.Context, mk func() K) {
 		_ = charge(idem.ContextWithKey(ctx, string(mk())))
 	}
 }
+
+// Lazy makes the key on the first iteration only and keeps it.
+func Lazy(ctx context.Context) {
+	key := ""
+	for {
+		if key == "" {
+			key = uuid.NewString()
+		}
+		if charge(idem.ContextWithKey(ctx, key)) == nil {
+			return
+		}
+	}
+}
