@@ -26,7 +26,8 @@ value through local variables, conversions and formatting to where it is
 used as a key: idem.ContextWithKey, an Idempotency-Key header set on an
 http.Header (Set, Add or a map assignment, in any case, as the Connect
 client's req.Header() too), the idempotency-key gRPC metadata
-(metadata.AppendToOutgoingContext, metadata.Pairs, MD.Set, MD.Append) or an
+(metadata.AppendToOutgoingContext, metadata.Pairs, MD.Set, MD.Append, a map
+assignment) or an
 AIP-155 RequestId field; and it reports the key only when the loop that
 makes it also passes what carries it (the context, the request) to a call;
 a function literal handed to a retry library (backoff.Retry, retry.Do) is
@@ -122,8 +123,11 @@ func sinks(instr ssa.Instruction) []sink {
 	case *ssa.Call:
 		return callSinks(in)
 	case *ssa.MapUpdate:
-		if isHeader(in.Map.Type()) && isKeyName(in.Key, headerName) {
+		switch {
+		case isNamed(in.Map.Type(), "net/http", "Header") && isKeyName(in.Key, headerName):
 			return []sink{{instr: in, what: "an Idempotency-Key header", key: in.Value, carrier: headerOwner(in.Map)}}
+		case isNamed(in.Map.Type(), metadataPath, "MD") && isKeyName(in.Key, headerName):
+			return []sink{{instr: in, what: "the idempotency-key gRPC metadata", key: in.Value, carrier: in.Map}}
 		}
 	case *ssa.Store:
 		if fa, ok := in.Addr.(*ssa.FieldAddr); ok && fieldName(fa) == "RequestId" && isString(in.Val.Type()) {
@@ -238,9 +242,10 @@ func isKeyName(v ssa.Value, name string) bool {
 	return ok && c.Value != nil && c.Value.Kind() == constant.String && strings.EqualFold(constant.StringVal(c.Value), name)
 }
 
-func isHeader(t types.Type) bool {
+// isNamed reports whether t is the named type pkg.name.
+func isNamed(t types.Type, pkg, name string) bool {
 	n, ok := types.Unalias(t).(*types.Named)
-	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "net/http" && n.Obj().Name() == "Header"
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == pkg && n.Obj().Name() == name
 }
 
 func isString(t types.Type) bool {

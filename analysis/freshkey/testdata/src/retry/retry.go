@@ -135,6 +135,16 @@ func GRPCSet(ctx context.Context) {
 	}
 }
 
+// GRPCMap assigns the metadata key by hand.
+func GRPCMap(ctx context.Context) {
+	for range 3 {
+		md := metadata.MD{"idempotency-key": {uuid.NewString()}} // want `made from uuid.NewString inside the loop that sends it \(the idempotency-key gRPC metadata`
+		if invoke(metadata.NewOutgoingContext(ctx, md), "/pay.Payments/Charge") == nil {
+			return
+		}
+	}
+}
+
 type ChargeRequest struct {
 	RequestId string
 	Amount    int64
