@@ -19,4 +19,7 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 )
 
-tool github.com/idemgen/idemgen/cmd/idemgen
+tool (
+	github.com/idemgen/idemgen/cmd/idemgen
+	github.com/idemgen/idemgen/cmd/idemvet
+)

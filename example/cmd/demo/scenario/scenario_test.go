@@ -46,6 +46,7 @@ func plainChargeAPI(_ *example.IdempotentPayments, inner *example.Payments, pool
 		var receipt example.Receipt
 		err := pgx.BeginFunc(r.Context(), pool, func(tx pgx.Tx) error {
 			var err error
+			//idem:bypass-ok the scenario must catch a handler without the wrapper
 			receipt, err = inner.Charge(r.Context(), tx, req)
 			return err
 		})

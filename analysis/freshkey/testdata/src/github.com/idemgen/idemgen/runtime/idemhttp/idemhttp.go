@@ -1,0 +1,3 @@
+package idemhttp
+
+const HeaderKey = "Idempotency-Key"
