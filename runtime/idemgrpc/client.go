@@ -3,8 +3,8 @@ package idemgrpc
 import (
 	"context"
 	crand "crypto/rand"
+	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -12,15 +12,17 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/idemgen/idemgen/runtime/idemretry"
 )
 
-// Defaults of a ClientConfig whose fields are zero; the same as
-// idemhttp.Transport's.
+// Defaults of a ClientConfig whose fields are zero: runtime/idemretry's,
+// the same as idemhttp.Transport's.
 const (
-	DefaultMaxAttempts = 5
-	DefaultBaseDelay   = 100 * time.Millisecond
-	DefaultMaxDelay    = 5 * time.Second
-	DefaultMaxWait     = 30 * time.Second
+	DefaultMaxAttempts = idemretry.DefaultMaxAttempts
+	DefaultBaseDelay   = idemretry.DefaultBaseDelay
+	DefaultMaxDelay    = idemretry.DefaultMaxDelay
+	DefaultMaxWait     = idemretry.DefaultMaxWait
 )
 
 // ClientConfig configures UnaryClientInterceptor. The zero value is usable.
@@ -57,18 +59,30 @@ type ClientConfig struct {
 // Methods declared NO_SIDE_EFFECTS (see NoSideEffects) pass through.
 //
 // The interceptor retries the call, with the same key and request, when an
-// attempt ends with codes.Unavailable (a transport error: a refused or reset
-// connection, a lost response; or the ledger unavailable) or with
-// codes.Aborted carrying a google.rpc.RetryInfo (an attempt with the key is
-// in progress), waiting at least the RetryInfo delay, and never on another
-// code. Between attempts it waits a capped, jittered exponential backoff
+// attempt
+//
+//   - fails without a status: the exchange broke before any answer came
+//     back. grpc-go returns io.EOF, or "max retries exhausted: … EOF" under
+//     a retryPolicy, when the connection drops after the call's stream
+//     opened but before its message was sent; every answer a server sends
+//     is a status, so such an error never is one;
+//   - ends with codes.Unavailable: a connection that could not be made or
+//     was lost (grpc-go's own transport errors), or the ledger unavailable;
+//   - ends with codes.Aborted carrying a google.rpc.RetryInfo (an attempt
+//     with the key is in progress), after at least the RetryInfo delay;
+//
+// and never on another status, codes.Unknown included: a handler's own
+// error arrives as Unknown, and it is the answer, not a failure to get one.
+// Between attempts it waits a capped, jittered exponential backoff
 // (BaseDelay, doubling, at most MaxDelay, each wait drawn from its upper
 // half). It stops after MaxAttempts attempts, when the call's context ends,
 // when the next attempt would start after the call's deadline, or when the
 // server asks for a wait longer than MaxWait; it then returns the last
 // error.
 func UnaryClientInterceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
-	c := &client{cfg: cfg, mdKey: strings.ToLower(cfg.MetadataKey)}
+	c := &client{cfg: cfg, mdKey: strings.ToLower(cfg.MetadataKey), policy: idemretry.Policy{
+		MaxAttempts: cfg.MaxAttempts, BaseDelay: cfg.BaseDelay, MaxDelay: cfg.MaxDelay, MaxWait: cfg.MaxWait,
+	}}
 	if c.mdKey == "" {
 		c.mdKey = DefaultMetadataKey
 	}
@@ -76,9 +90,10 @@ func UnaryClientInterceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
 }
 
 type client struct {
-	cfg   ClientConfig
-	mdKey string
-	reads readOnly
+	cfg    ClientConfig
+	mdKey  string
+	policy idemretry.Policy
+	reads  readOnly
 }
 
 func (c *client) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -86,81 +101,46 @@ func (c *client) intercept(ctx context.Context, method string, req, reply any, c
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
-	if id, _ := RequestID(req); id == "" && len(md.Get(c.mdKey)) == 0 {
+	if requestID(req) == "" && len(md.Get(c.mdKey)) == 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, c.mdKey, crand.Text())
 	}
-	attempts := orDefault(c.cfg.MaxAttempts, DefaultMaxAttempts)
 	for attempt := 1; ; attempt++ {
 		err := invoker(ctx, method, req, reply, cc, opts...)
-		if err == nil || attempt >= attempts || ctx.Err() != nil {
-			return err
+		if err == nil {
+			return nil
 		}
-		d, retry := c.wait(status.Convert(err), attempt)
+		hint, hinted, retry := retryable(err)
 		if !retry {
 			return err
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
-			return err // the next attempt would start after the deadline
+		d, again := c.policy.Next(ctx, attempt, hint, hinted)
+		if !again {
+			return err
 		}
 		if c.cfg.OnRetry != nil {
 			c.cfg.OnRetry(method, attempt, err)
 		}
-		if werr := sleep(ctx, d); werr != nil {
+		if werr := idemretry.Sleep(ctx, d); werr != nil {
 			return fmt.Errorf("idemgrpc: %s: gave up after %d attempts: %w (last attempt: %w)", method, attempt, werr, err)
 		}
 	}
 }
 
-// wait returns how long to wait before retrying after an attempt that ended
-// with st, and false when the call is not to be retried.
-func (c *client) wait(st *status.Status, attempt int) (time.Duration, bool) {
-	d := backoff(attempt, orDefault(c.cfg.BaseDelay, DefaultBaseDelay), orDefault(c.cfg.MaxDelay, DefaultMaxDelay))
+// retryable reports whether an attempt that failed with err is to be
+// retried, with the RetryInfo delay it carries, if any.
+func retryable(err error) (hint time.Duration, hinted, retry bool) {
+	st, isStatus := status.FromError(err)
+	if !isStatus {
+		// Not an answer: the exchange broke (grpc-go's bare io.EOF). A
+		// context's end is a status (Canceled, DeadlineExceeded) by now.
+		return 0, false, !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	}
+	hint, hinted = RetryDelay(st)
 	switch st.Code() {
 	case codes.Unavailable:
-		if ra, ok := RetryDelay(st); ok {
-			d = max(d, ra)
-		}
+		return hint, hinted, true
 	case codes.Aborted:
-		ra, ok := RetryDelay(st)
-		if !ok {
-			return 0, false // a conflict the caller must resolve at a higher level
-		}
-		d = max(d, ra)
-	default:
-		return 0, false
+		return hint, hinted, hinted // without RetryInfo: a conflict the caller must resolve at a higher level
 	}
-	if d > orDefault(c.cfg.MaxWait, DefaultMaxWait) {
-		return 0, false
-	}
-	return d, true
-}
-
-// backoff is the wait before attempt+1: base·2^(attempt-1), capped at
-// limit, drawn uniformly from its upper half.
-func backoff(attempt int, base, limit time.Duration) time.Duration {
-	d := base
-	for i := 1; i < attempt && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-// orDefault returns v, or def when v is zero or negative.
-func orDefault[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
+	return 0, false, false
 }

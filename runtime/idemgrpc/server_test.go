@@ -176,17 +176,3 @@ func TestMap(t *testing.T) {
 	own := status.Error(codes.NotFound, "no such payment")
 	assert.Equal(t, own, idemgrpc.Error(own))
 }
-
-func TestIsUUID4(t *testing.T) {
-	for s, want := range map[string]bool{
-		uuid4:                                  true,
-		strings.ToUpper(uuid4):                 true,
-		"00000000-0000-0000-0000-000000000000": false,
-		"ffffffff-ffff-ffff-ffff-ffffffffffff": false,
-		"0b6f1e0c-5a4e-4f3b-cd2a-7c1e2f3a4b5c": false,
-		"0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5":  false,
-		"{0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b}": false,
-	} {
-		assert.Equal(t, want, idemgrpc.IsUUID4(s), s)
-	}
-}
