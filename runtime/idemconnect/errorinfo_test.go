@@ -117,16 +117,17 @@ func TestRequestIDFormatIsTheServersSetting(t *testing.T) {
 		uuidv7 = "01939d4e-7c2a-7b3c-9d4e-5f6a7b8c9d0e"
 	)
 	for _, tc := range []struct {
+		name     string
 		format   idem.RequestIDFormat
 		accepted []string
 		refused  []string
 		says     string
 	}{
-		{idem.RequestIDUUID4, []string{uuid4}, []string{ulid, uuidv7}, "is not a UUID4 (36 characters, version 4, the nil UUID refused), the format this server requires"},
-		{idem.RequestIDUUID, []string{uuid4, uuidv7}, []string{ulid, "00000000-0000-0000-0000-000000000000"}, "is not a UUID (36 characters, any version, the nil and max UUIDs refused), the format this server requires"},
-		{idem.RequestIDKey, []string{uuid4, uuidv7, ulid}, []string{"has space"}, "field request_id: byte 4 (0x20) is not a visible ASCII character"},
+		{"UUID4", idem.RequestIDUUID4, []string{uuid4}, []string{ulid, uuidv7}, "is not a UUID4 (36 characters, version 4, the nil UUID refused), the format this server requires"},
+		{"UUID", idem.RequestIDUUID, []string{uuid4, uuidv7}, []string{ulid, "00000000-0000-0000-0000-000000000000"}, "is not a UUID (36 characters, any version, the nil and max UUIDs refused), the format this server requires"},
+		{"key", idem.RequestIDKey, []string{uuid4, uuidv7, ulid}, []string{"has space"}, "field request_id: byte 4 (0x20) is not a visible ASCII character"},
 	} {
-		t.Run(tc.format.String(), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			s := serve(t, false, idemconnect.HandlerConfig{Scope: bearerScope, RequestID: tc.format})
 			c := connect.NewClient[byID, out](http.DefaultClient, s.url+"/test.Payments/ChargeByID")
 			for i, id := range tc.accepted {
