@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemconnect"
+	"github.com/idemgen/idemgen/runtime/idemrpc"
 )
 
 // errorInfo returns the google.rpc.ErrorInfo details of err.
@@ -184,4 +185,16 @@ func TestClientLeavesARequestIDAlone(t *testing.T) {
 	s.mu.Lock()
 	assert.Equal(t, []string{"", ""}, s.keys, "no Idempotency-Key header was added")
 	s.mu.Unlock()
+}
+
+// TestRPCCodesAreConnects: runtime/idemrpc's codes, which do not import
+// connect-go, are connect-go's numbers.
+func TestRPCCodesAreConnects(t *testing.T) {
+	for rpc, c := range map[idemrpc.Code]connect.Code{
+		idemrpc.InvalidArgument: connect.CodeInvalidArgument, idemrpc.PermissionDenied: connect.CodePermissionDenied,
+		idemrpc.FailedPrecondition: connect.CodeFailedPrecondition, idemrpc.Aborted: connect.CodeAborted,
+		idemrpc.Internal: connect.CodeInternal, idemrpc.Unavailable: connect.CodeUnavailable,
+	} {
+		assert.Equal(t, c, connect.Code(rpc), c.String())
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemrpc"
 )
 
 // Mapping is how one kind of idem error is answered: its code, a fixed
@@ -25,42 +26,22 @@ type Mapping struct {
 }
 
 // Map returns how err, an error of an idempotent call (or of the key's
-// validation), is answered, and false for any other error. The codes are
-// runtime/idemgrpc's, argued in its package doc; Connect's codes are gRPC's.
+// validation), is answered, and false for any other error: runtime/idemrpc's
+// table, which gRPC shares. The codes are argued in runtime/idemgrpc's
+// package doc; Connect's codes are gRPC's.
 func Map(err error) (Mapping, bool) {
-	c := idem.Classify(err)
-	a, ok := answers[c.Kind]
+	a, ok := idemrpc.For(err, names)
 	if !ok {
 		return Mapping{}, false
 	}
-	if c.Reason != "" {
-		a.msg += ": " + c.Reason
-	}
-	return Mapping{Code: a.code, Message: a.msg, Reason: c.Kind.Reason(), RetryDelay: c.RetryAfter}, true
+	return mapping(a), true
 }
 
-// answer is the code and message of one kind of idem error.
-type answer struct {
-	code connect.Code
-	msg  string // followed by ": " and the key's or scope's reason, if any
-}
+// names are the words of this transport in idemrpc's messages.
+var names = idemrpc.Names{Call: "procedure", Key: "the " + HeaderKey + " header"}
 
-// answers is Map's table; a kind not listed is the application's.
-var answers = map[idem.Kind]answer{
-	idem.KindMismatch: {connect.CodeFailedPrecondition, "idempotency key already used with a different request: " +
-		"send a new key for a new request; resend the original request unchanged to get its response"},
-	idem.KindInProgress: {connect.CodeAborted, "a request with this idempotency key is still in progress: " +
-		"retry with the same key and request after the RetryInfo delay to get its response"},
-	idem.KindLockLost: {connect.CodeAborted, "this attempt was taken over by another attempt with the same idempotency key: " +
-		"retry with the same key and request to get the result of the attempt that completes"},
-	idem.KindInvalidKey: {connect.CodeInvalidArgument, "idempotency key is malformed"},
-	idem.KindNoKey: {connect.CodeInvalidArgument, "this procedure is idempotent and requires an idempotency key: send the " +
-		HeaderKey + " header (or the request's " + RequestIDField + " field) with a new unique key per request, the same key on retries"},
-	idem.KindInvalidScope: {connect.CodePermissionDenied, "the account this request belongs to cannot scope an idempotency key"},
-	idem.KindOutcomeUnknown: {connect.CodeInternal, "the request was processed but its outcome could not be recorded, so it is not known whether it took effect: " +
-		"retrying with this key returns this answer again; do not resend under a new key until the outcome has been checked"},
-	idem.KindStoreUnavailable: {connect.CodeUnavailable, "the idempotency ledger is unavailable: the request was not processed or its outcome was not recorded; " +
-		"retry with the same key and request"},
+func mapping(a idemrpc.Answer) Mapping {
+	return Mapping{Code: connect.Code(a.Code), Message: a.Message, Reason: a.Reason, RetryDelay: a.RetryDelay}
 }
 
 // Error returns err as a *connect.Error: err itself when it already is one,

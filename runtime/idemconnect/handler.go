@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemrpc"
 )
 
 // Header names, the same as runtime/idemhttp's: over the gRPC protocol they
@@ -92,9 +93,7 @@ func (h *handler) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				err = errors.New("empty scope")
 			}
 			if err != nil {
-				return nil, Mapping{Code: connect.CodePermissionDenied, Reason: idem.KindInvalidScope.Reason(),
-					Message: "the account this request belongs to could not be determined, " +
-						"so its idempotency key cannot be applied; check the request's credentials"}.error()
+				return nil, mapping(idemrpc.ScopeUnknown("request")).error()
 			}
 			if err := idem.ValidateScope(scope); err != nil {
 				return nil, Error(err)

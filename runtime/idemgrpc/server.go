@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemrpc"
 )
 
 // ScopeFunc returns the scope a call's idempotency key belongs to, usually
@@ -117,9 +117,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			err = ErrEmptyScope
 		}
 		if err != nil {
-			return nil, Mapping{Code: codes.PermissionDenied, Reason: idem.KindInvalidScope.Reason(),
-				Message: "the account this call belongs to could not be determined, " +
-					"so its idempotency key cannot be applied; check the call's credentials"}.status().Err()
+			return nil, mapping(idemrpc.ScopeUnknown("call")).status().Err()
 		}
 		if err := idem.ValidateScope(scope); err != nil {
 			return nil, Error(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemgrpc"
+	"github.com/idemgen/idemgen/runtime/idemrpc"
 )
 
 const uuid4 = "0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5c"
@@ -179,4 +180,16 @@ func TestMap(t *testing.T) {
 	assert.False(t, ok, "and so are their replays")
 	own := status.Error(codes.NotFound, "no such payment")
 	assert.Equal(t, own, idemgrpc.Error(own))
+}
+
+// TestRPCCodesAreGRPCs: runtime/idemrpc's codes, which do not import
+// grpc-go, are grpc-go's numbers.
+func TestRPCCodesAreGRPCs(t *testing.T) {
+	for rpc, grpc := range map[idemrpc.Code]codes.Code{
+		idemrpc.InvalidArgument: codes.InvalidArgument, idemrpc.PermissionDenied: codes.PermissionDenied,
+		idemrpc.FailedPrecondition: codes.FailedPrecondition, idemrpc.Aborted: codes.Aborted,
+		idemrpc.Internal: codes.Internal, idemrpc.Unavailable: codes.Unavailable,
+	} {
+		assert.Equal(t, grpc, codes.Code(rpc), grpc.String())
+	}
 }

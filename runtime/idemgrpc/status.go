@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemrpc"
 )
 
 // Mapping is how one kind of idem error is answered: its code, a fixed
@@ -26,42 +27,22 @@ type Mapping struct {
 
 // Map returns how err, an error of an idempotent call (or of the key's
 // validation), is answered, and false for any other error, which is the
-// application's to answer. The package doc argues each code. The message
-// never echoes the key, the fingerprints or the underlying database error.
+// application's to answer: runtime/idemrpc's table, which Connect shares.
+// The package doc argues each code. The message never echoes the key, the
+// fingerprints or the underlying database error.
 func Map(err error) (Mapping, bool) {
-	c := idem.Classify(err)
-	a, ok := answers[c.Kind]
+	a, ok := idemrpc.For(err, names)
 	if !ok {
 		return Mapping{}, false
 	}
-	if c.Reason != "" {
-		a.msg += ": " + c.Reason
-	}
-	return Mapping{Code: a.code, Message: a.msg, Reason: c.Kind.Reason(), RetryDelay: c.RetryAfter}, true
+	return mapping(a), true
 }
 
-// answer is the code and message of one kind of idem error.
-type answer struct {
-	code codes.Code
-	msg  string // followed by ": " and the key's or scope's reason, if any
-}
+// names are the words of this transport in idemrpc's messages.
+var names = idemrpc.Names{Call: "method", Key: "metadata " + DefaultMetadataKey}
 
-// answers is Map's table; a kind not listed is the application's.
-var answers = map[idem.Kind]answer{
-	idem.KindMismatch: {codes.FailedPrecondition, "idempotency key already used with a different request: " +
-		"send a new key for a new request; resend the original request unchanged to get its response"},
-	idem.KindInProgress: {codes.Aborted, "a request with this idempotency key is still in progress: " +
-		"retry with the same key and request after the RetryInfo delay to get its response"},
-	idem.KindLockLost: {codes.Aborted, "this attempt was taken over by another attempt with the same idempotency key: " +
-		"retry with the same key and request to get the result of the attempt that completes"},
-	idem.KindInvalidKey: {codes.InvalidArgument, "idempotency key is malformed"},
-	idem.KindNoKey: {codes.InvalidArgument, "this method is idempotent and requires an idempotency key: send metadata " +
-		DefaultMetadataKey + " (or the request's " + RequestIDField + " field) with a new unique key per request, the same key on retries"},
-	idem.KindInvalidScope: {codes.PermissionDenied, "the account this request belongs to cannot scope an idempotency key"},
-	idem.KindOutcomeUnknown: {codes.Internal, "the request was processed but its outcome could not be recorded, so it is not known whether it took effect: " +
-		"retrying with this key returns this answer again; do not resend under a new key until the outcome has been checked"},
-	idem.KindStoreUnavailable: {codes.Unavailable, "the idempotency ledger is unavailable: the request was not processed or its outcome was not recorded; " +
-		"retry with the same key and request"},
+func mapping(a idemrpc.Answer) Mapping {
+	return Mapping{Code: codes.Code(a.Code), Message: a.Message, Reason: a.Reason, RetryDelay: a.RetryDelay}
 }
 
 // Status returns the gRPC status for err as Map maps it, with a
