@@ -78,30 +78,28 @@ func (c *client) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			req.Header().Set(HeaderKey, crand.Text())
 		}
 		sent := req.Header().Clone() // each attempt adds its own protocol headers
-		for attempt := 1; ; attempt++ {
+		var resp connect.AnyResponse
+		err := c.policy.Do(ctx, func(attempt int) error {
 			if attempt > 1 {
 				reset(req.Header(), sent)
 			}
-			resp, err := next(ctx, req)
-			if err == nil {
-				return resp, nil
-			}
-			hint, hinted, retry := retryable(err)
-			if !retry {
-				return resp, err
-			}
-			d, again := c.policy.Next(ctx, attempt, hint, hinted)
-			if !again {
-				return resp, err
-			}
-			if c.cfg.OnRetry != nil {
-				c.cfg.OnRetry(req.Spec().Procedure, attempt, err)
-			}
-			if werr := idemretry.Sleep(ctx, d); werr != nil {
-				return nil, fmt.Errorf("idemconnect: %s: gave up after %d attempts: %w (last attempt: %w)", req.Spec().Procedure, attempt, werr, err)
-			}
+			var err error
+			resp, err = next(ctx, req)
+			return err
+		}, retryable, c.onRetry(req.Spec().Procedure))
+		if gaveUp, ok := err.(*idemretry.GaveUpError); ok {
+			return nil, fmt.Errorf("idemconnect: %s: %w", req.Spec().Procedure, gaveUp)
 		}
+		return resp, err
 	}
+}
+
+// onRetry returns the OnRetry hook for calls of procedure, or nil.
+func (c *client) onRetry(procedure string) func(int, error) {
+	if c.cfg.OnRetry == nil {
+		return nil
+	}
+	return func(attempt int, err error) { c.cfg.OnRetry(procedure, attempt, err) }
 }
 
 // reset makes h hold exactly the headers of want.
@@ -110,27 +108,28 @@ func reset(h, want http.Header) {
 	maps.Copy(h, want.Clone())
 }
 
-// retryable reports whether an attempt that failed with err is to be
-// retried, with the RetryInfo delay it carries, if any: a failure of the
-// exchange rather than an answer (not sent by the server, connect.IsWireError
-// false, with a code connect-go gives a reset or refused connection and a
-// lost response; connect-go reports a connection reset mid-call as
-// CodeCanceled although the caller's context is alive, which Next checks),
+// retryable judges an attempt's error: a retry, with the RetryInfo delay it
+// carries, if any, or the answer. A retry is a failure of the exchange
+// rather than an answer (not sent by the server, connect.IsWireError false,
+// with a code connect-go gives a reset or refused connection and a lost
+// response; connect-go reports a connection reset mid-call as CodeCanceled
+// although the caller's context is alive, which Next checks),
 // CodeUnavailable, or CodeAborted with RetryInfo.
-func retryable(err error) (hint time.Duration, hinted, retry bool) {
-	hint, hinted = RetryDelay(err)
+func retryable(err error) idemretry.Verdict {
+	if err == nil {
+		return idemretry.Verdict{}
+	}
+	hint, hinted := RetryDelay(err)
 	switch code := connect.CodeOf(err); {
-	case code == connect.CodeUnavailable:
-		return hint, hinted, true
-	case code == connect.CodeAborted && hinted:
-		return hint, hinted, true
+	case code == connect.CodeUnavailable, code == connect.CodeAborted && hinted:
+		return idemretry.Verdict{Retry: true, Hint: hint, Hinted: hinted}
 	case !connect.IsWireError(err):
 		switch code {
 		case connect.CodeCanceled, connect.CodeUnknown, connect.CodeInternal:
-			return 0, false, true
+			return idemretry.Verdict{Retry: true}
 		}
 	}
-	return 0, false, false
+	return idemretry.Verdict{}
 }
 
 // WrapStreamingClient implements connect.Interceptor: streams pass through.

@@ -104,43 +104,39 @@ func (c *client) intercept(ctx context.Context, method string, req, reply any, c
 	if requestID(req) == "" && len(md.Get(c.mdKey)) == 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, c.mdKey, crand.Text())
 	}
-	for attempt := 1; ; attempt++ {
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		if err == nil {
-			return nil
-		}
-		hint, hinted, retry := retryable(err)
-		if !retry {
-			return err
-		}
-		d, again := c.policy.Next(ctx, attempt, hint, hinted)
-		if !again {
-			return err
-		}
-		if c.cfg.OnRetry != nil {
-			c.cfg.OnRetry(method, attempt, err)
-		}
-		if werr := idemretry.Sleep(ctx, d); werr != nil {
-			return fmt.Errorf("idemgrpc: %s: gave up after %d attempts: %w (last attempt: %w)", method, attempt, werr, err)
-		}
+	err := c.policy.Do(ctx, func(int) error { return invoker(ctx, method, req, reply, cc, opts...) }, retryable, c.onRetry(method))
+	if gaveUp, ok := err.(*idemretry.GaveUpError); ok {
+		return fmt.Errorf("idemgrpc: %s: %w", method, gaveUp)
 	}
+	return err
 }
 
-// retryable reports whether an attempt that failed with err is to be
-// retried, with the RetryInfo delay it carries, if any.
-func retryable(err error) (hint time.Duration, hinted, retry bool) {
+// onRetry returns the OnRetry hook for calls of method, or nil.
+func (c *client) onRetry(method string) func(int, error) {
+	if c.cfg.OnRetry == nil {
+		return nil
+	}
+	return func(attempt int, err error) { c.cfg.OnRetry(method, attempt, err) }
+}
+
+// retryable judges an attempt's error: a retry, with the RetryInfo delay it
+// carries, if any, or the answer.
+func retryable(err error) idemretry.Verdict {
+	if err == nil {
+		return idemretry.Verdict{}
+	}
 	st, isStatus := status.FromError(err)
 	if !isStatus {
-		// Not an answer: the exchange broke (grpc-go's bare io.EOF). A
-		// context's end is a status (Canceled, DeadlineExceeded) by now.
-		return 0, false, !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+		// Not an answer: the exchange broke (grpc-go's "max retries
+		// exhausted: … EOF"). A context's end is a status by now.
+		return idemretry.Verdict{Retry: !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)}
 	}
-	hint, hinted = RetryDelay(st)
+	hint, hinted := RetryDelay(st)
 	switch st.Code() {
 	case codes.Unavailable:
-		return hint, hinted, true
-	case codes.Aborted:
-		return hint, hinted, hinted // without RetryInfo: a conflict the caller must resolve at a higher level
+		return idemretry.Verdict{Retry: true, Hint: hint, Hinted: hinted}
+	case codes.Aborted: // without RetryInfo: a conflict the caller must resolve at a higher level
+		return idemretry.Verdict{Retry: hinted, Hint: hint, Hinted: hinted}
 	}
-	return 0, false, false
+	return idemretry.Verdict{}
 }

@@ -8,6 +8,7 @@ package idemretry
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -66,6 +67,68 @@ func (p Policy) Backoff(attempt int) time.Duration {
 	}
 	d = min(d, limit)
 	return d/2 + rand.N(d/2+1)
+}
+
+// Verdict is what a client makes of an attempt's outcome.
+type Verdict struct {
+	// Retry reports that the outcome is a failure to get an answer (or an
+	// answer that asks for a retry), not the answer to return.
+	Retry bool
+	// Hint is the delay the server asked for, when Hinted.
+	Hint   time.Duration
+	Hinted bool
+}
+
+// Do makes the attempts of one intention: it calls attempt(1), attempt(2),
+// ... and returns the error of the first whose judge's Verdict is not to
+// retry, or of the last one Next allows. Before each wait it calls onRetry,
+// if set, with the attempt that failed and its error. When ctx ends during
+// a wait it returns a *GaveUpError.
+func (p Policy) Do(ctx context.Context, attempt func(n int) error, judge func(err error) Verdict, onRetry func(n int, err error)) error {
+	for n := 1; ; n++ {
+		err := attempt(n)
+		v := judge(err)
+		if !v.Retry {
+			return err
+		}
+		d, again := p.Next(ctx, n, v.Hint, v.Hinted)
+		if !again {
+			return err
+		}
+		if onRetry != nil {
+			onRetry(n, err)
+		}
+		if werr := Sleep(ctx, d); werr != nil {
+			return &GaveUpError{Attempts: n, Cause: werr, Last: err}
+		}
+	}
+}
+
+// GaveUpError is Do's error when the context ended while it waited to
+// retry. errors.Is holds for the context's cause and for the last
+// attempt's error.
+type GaveUpError struct {
+	Attempts int   // the attempts made
+	Cause    error // context.Cause of the context that ended
+	Last     error // the last attempt's error, nil if it had none
+}
+
+// Error says how many attempts were made, why the retries ended, and how
+// the last attempt failed.
+func (e *GaveUpError) Error() string {
+	msg := fmt.Sprintf("gave up after %d attempts: %v", e.Attempts, e.Cause)
+	if e.Last != nil {
+		msg += fmt.Sprintf(" (last attempt: %v)", e.Last)
+	}
+	return msg
+}
+
+// Unwrap returns the cause and the last attempt's error.
+func (e *GaveUpError) Unwrap() []error {
+	if e.Last == nil {
+		return []error{e.Cause}
+	}
+	return []error{e.Cause, e.Last}
 }
 
 // Sleep waits d, or until ctx ends, and then returns context.Cause(ctx).

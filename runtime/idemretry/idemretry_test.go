@@ -2,6 +2,7 @@ package idemretry_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -75,4 +76,41 @@ func TestSleep(t *testing.T) {
 	cause := context.DeadlineExceeded
 	cancel(cause)
 	assert.ErrorIs(t, idemretry.Sleep(ctx, time.Hour), cause, "the context's cause, at once")
+}
+
+func TestDo(t *testing.T) {
+	p := idemretry.Policy{MaxAttempts: 4, BaseDelay: time.Microsecond, MaxDelay: time.Microsecond}
+	failure := errors.New("connection reset")
+	answer := errors.New("card declined")
+	retryFailures := func(err error) idemretry.Verdict { return idemretry.Verdict{Retry: errors.Is(err, failure)} }
+
+	var calls, retried []int
+	err := p.Do(context.Background(), func(n int) error {
+		calls = append(calls, n)
+		if n < 3 {
+			return failure
+		}
+		return nil
+	}, retryFailures, func(n int, err error) { retried = append(retried, n); assert.ErrorIs(t, err, failure) })
+	assert.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 3}, calls)
+	assert.Equal(t, []int{1, 2}, retried)
+
+	calls = nil
+	err = p.Do(context.Background(), func(n int) error { calls = append(calls, n); return answer }, retryFailures, nil)
+	assert.Same(t, answer, err, "an answer is returned as it is, at once")
+	assert.Equal(t, []int{1}, calls)
+
+	calls = nil
+	err = p.Do(context.Background(), func(n int) error { calls = append(calls, n); return failure }, retryFailures, nil)
+	assert.Same(t, failure, err, "the last attempt's error, unwrapped")
+	assert.Equal(t, []int{1, 2, 3, 4}, calls, "MaxAttempts, not one more")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	err = p.Do(ctx, func(int) error { return failure }, retryFailures, func(int, error) { cancel() })
+	var gaveUp *idemretry.GaveUpError
+	assert.ErrorAs(t, err, &gaveUp)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, failure)
+	assert.Equal(t, "gave up after 1 attempts: context canceled (last attempt: connection reset)", err.Error())
 }
