@@ -51,7 +51,8 @@ type ClientConfig struct {
 //
 // A call whose outgoing metadata has no key and whose request has no
 // AIP-155 request_id gets a fresh random key (128 bits from crypto/rand)
-// before its first attempt; a key the caller set is kept. The key is put in
+// before its first attempt; a key the caller set is kept, and so is a
+// request_id in any format (the server judges it: ServerConfig.RequestID). The key is put in
 // the call's outgoing metadata, so every attempt carries it: the
 // interceptor's own, and those made inside each of them (grpc-go's
 // retryPolicy of the service config and transparent retries, and hedges
@@ -61,11 +62,13 @@ type ClientConfig struct {
 // The interceptor retries the call, with the same key and request, when an
 // attempt
 //
-//   - fails without a status: the exchange broke before any answer came
-//     back. grpc-go returns io.EOF, or "max retries exhausted: … EOF" under
-//     a retryPolicy, when the connection drops after the call's stream
-//     opened but before its message was sent; every answer a server sends
-//     is a status, so such an error never is one;
+//   - fails with an error that is not a status: the exchange broke before
+//     any answer came back. grpc-go (v1.85) returns "max retries exhausted:
+//     failed after N attempts: EOF" when the last attempt a retryPolicy
+//     allows met a connection dropped after the call's stream opened and
+//     before its message was sent (without a retryPolicy that attempt ends
+//     with Unavailable); every answer a server sends is a status, so such
+//     an error never is one;
 //   - ends with codes.Unavailable: a connection that could not be made or
 //     was lost (grpc-go's own transport errors), or the ledger unavailable;
 //   - ends with codes.Aborted carrying a google.rpc.RetryInfo (an attempt
