@@ -21,6 +21,14 @@
 // [Option] for [NewStore] ([WithTable], [WithRetention], ...). The same
 // split as OpenTelemetry's trace.ContextWithSpan next to its options.
 //
+// Every error a wrapper returns is one of this package's (ErrMismatch,
+// ErrInProgress, ...; wrapped or not), a *ReplayedError, or the
+// application's own. [Classify] sorts them into kinds, with the delay
+// before a retry and whether a retry can change the answer; runtime/idemhttp,
+// runtime/idemgrpc and runtime/idemconnect each answer a kind from one table
+// of their own. An AIP-155 request_id's format is a server's setting
+// ([RequestIDFormat]).
+//
 // A response is stored as bytes and every caller gets it decoded from those
 // bytes, the first caller included: a replay equals the first answer
 // (reflect.DeepEqual) by construction. What the encoding does not carry is

@@ -5,20 +5,21 @@ import (
 	crand "crypto/rand"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
+
+	"github.com/idemgen/idemgen/runtime/idemretry"
 )
 
-// Defaults of a ClientConfig whose fields are zero; the same as
-// idemhttp.Transport's.
+// Defaults of a ClientConfig whose fields are zero: runtime/idemretry's,
+// the same as idemhttp.Transport's.
 const (
-	DefaultMaxAttempts = 5
-	DefaultBaseDelay   = 100 * time.Millisecond
-	DefaultMaxDelay    = 5 * time.Second
-	DefaultMaxWait     = 30 * time.Second
+	DefaultMaxAttempts = idemretry.DefaultMaxAttempts
+	DefaultBaseDelay   = idemretry.DefaultBaseDelay
+	DefaultMaxDelay    = idemretry.DefaultMaxDelay
+	DefaultMaxWait     = idemretry.DefaultMaxWait
 )
 
 // ClientConfig configures NewClientInterceptor. The zero value is usable.
@@ -56,9 +57,16 @@ type ClientConfig struct {
 // when the next attempt would start after the context's deadline, or when
 // the server asks for a wait longer than MaxWait, and returns the last error.
 // Streams pass through.
-func NewClientInterceptor(cfg ClientConfig) connect.Interceptor { return &client{cfg: cfg} }
+func NewClientInterceptor(cfg ClientConfig) connect.Interceptor {
+	return &client{cfg: cfg, policy: idemretry.Policy{
+		MaxAttempts: cfg.MaxAttempts, BaseDelay: cfg.BaseDelay, MaxDelay: cfg.MaxDelay, MaxWait: cfg.MaxWait,
+	}}
+}
 
-type client struct{ cfg ClientConfig }
+type client struct {
+	cfg    ClientConfig
+	policy idemretry.Policy
+}
 
 // WrapUnary implements connect.Interceptor.
 func (c *client) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
@@ -66,35 +74,32 @@ func (c *client) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if !req.Spec().IsClient || req.Spec().IdempotencyLevel == connect.IdempotencyNoSideEffects {
 			return next(ctx, req)
 		}
-		if id, _ := RequestID(req.Any()); id == "" && req.Header().Get(HeaderKey) == "" {
+		if requestID(req.Any()) == "" && req.Header().Get(HeaderKey) == "" {
 			req.Header().Set(HeaderKey, crand.Text())
 		}
 		sent := req.Header().Clone() // each attempt adds its own protocol headers
-		attempts := orDefault(c.cfg.MaxAttempts, DefaultMaxAttempts)
-		for attempt := 1; ; attempt++ {
+		var resp connect.AnyResponse
+		err := c.policy.Do(ctx, func(attempt int) error {
 			if attempt > 1 {
 				reset(req.Header(), sent)
 			}
-			resp, err := next(ctx, req)
-			if err == nil || attempt >= attempts || ctx.Err() != nil {
-				return resp, err
-			}
-			d, retry := c.wait(err, attempt)
-			retry = retry || transportError(err)
-			if !retry {
-				return resp, err
-			}
-			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
-				return resp, err
-			}
-			if c.cfg.OnRetry != nil {
-				c.cfg.OnRetry(req.Spec().Procedure, attempt, err)
-			}
-			if werr := sleep(ctx, d); werr != nil {
-				return nil, fmt.Errorf("idemconnect: %s: gave up after %d attempts: %w (last attempt: %w)", req.Spec().Procedure, attempt, werr, err)
-			}
+			var err error
+			resp, err = next(ctx, req)
+			return err
+		}, retryable, c.onRetry(req.Spec().Procedure))
+		if gaveUp, ok := err.(*idemretry.GaveUpError); ok {
+			return nil, fmt.Errorf("idemconnect: %s: %w", req.Spec().Procedure, gaveUp)
 		}
+		return resp, err
 	}
+}
+
+// onRetry returns the OnRetry hook for calls of procedure, or nil.
+func (c *client) onRetry(procedure string) func(int, error) {
+	if c.cfg.OnRetry == nil {
+		return nil
+	}
+	return func(attempt int, err error) { c.cfg.OnRetry(procedure, attempt, err) }
 }
 
 // reset makes h hold exactly the headers of want.
@@ -103,43 +108,28 @@ func reset(h, want http.Header) {
 	maps.Copy(h, want.Clone())
 }
 
-// wait returns how long to wait before retrying after an attempt that failed
-// with err, and false when the call is not to be retried.
-func (c *client) wait(err error, attempt int) (time.Duration, bool) {
-	d := backoff(attempt, orDefault(c.cfg.BaseDelay, DefaultBaseDelay), orDefault(c.cfg.MaxDelay, DefaultMaxDelay))
-	ra, hasRA := RetryDelay(err)
-	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable:
-	case connect.CodeAborted:
-		if !hasRA {
-			return 0, false // a conflict the caller must resolve at a higher level
+// retryable judges an attempt's error: a retry, with the RetryInfo delay it
+// carries, if any, or the answer. A retry is a failure of the exchange
+// rather than an answer (not sent by the server, connect.IsWireError false,
+// with a code connect-go gives a reset or refused connection and a lost
+// response; connect-go reports a connection reset mid-call as CodeCanceled
+// although the caller's context is alive, which Next checks),
+// CodeUnavailable, or CodeAborted with RetryInfo.
+func retryable(err error) idemretry.Verdict {
+	if err == nil {
+		return idemretry.Verdict{}
+	}
+	hint, hinted := RetryDelay(err)
+	switch code := connect.CodeOf(err); {
+	case code == connect.CodeUnavailable, code == connect.CodeAborted && hinted:
+		return idemretry.Verdict{Retry: true, Hint: hint, Hinted: hinted}
+	case !connect.IsWireError(err):
+		switch code {
+		case connect.CodeCanceled, connect.CodeUnknown, connect.CodeInternal:
+			return idemretry.Verdict{Retry: true}
 		}
-	default:
-		return 0, false
 	}
-	if hasRA {
-		d = max(d, ra)
-	}
-	if d > orDefault(c.cfg.MaxWait, DefaultMaxWait) {
-		return 0, false
-	}
-	return d, true
-}
-
-// transportError reports whether err is a failure of the exchange rather
-// than an answer: not sent by the server (connect.IsWireError is false), with
-// a code connect-go gives a reset or refused connection and a lost response.
-// connect-go reports a connection reset mid-call as CodeCanceled although
-// the caller's context is alive; the caller checks the context first.
-func transportError(err error) bool {
-	if connect.IsWireError(err) {
-		return false
-	}
-	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable, connect.CodeCanceled, connect.CodeUnknown, connect.CodeInternal:
-		return true
-	}
-	return false
+	return idemretry.Verdict{}
 }
 
 // WrapStreamingClient implements connect.Interceptor: streams pass through.
@@ -150,34 +140,4 @@ func (c *client) WrapStreamingClient(next connect.StreamingClientFunc) connect.S
 // WrapStreamingHandler implements connect.Interceptor: streams pass through.
 func (c *client) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
-}
-
-// backoff is the wait before attempt+1: base·2^(attempt-1), capped at
-// limit, drawn uniformly from its upper half.
-func backoff(attempt int, base, limit time.Duration) time.Duration {
-	d := base
-	for i := 1; i < attempt && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-// orDefault returns v, or def when v is zero or negative.
-func orDefault[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }

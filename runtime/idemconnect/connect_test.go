@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -35,9 +37,12 @@ var (
 )
 
 type (
-	in  = wrapperspb.Int64Value
-	out = wrapperspb.Int64Value
+	in   = wrapperspb.Int64Value
+	out  = wrapperspb.Int64Value
+	byID = errdetails.RequestInfo // request_id, and the amount in serving_data
 )
+
+const uuid4 = "0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5c"
 
 type svc struct {
 	db       *idemtest.DB
@@ -100,6 +105,25 @@ func (s *svc) chargeBody(ctx context.Context, amount int64) (int64, error) {
 	})
 }
 
+// chargeByID is Charge for a request that carries its key in an AIP-155
+// request_id field: google.rpc.RequestInfo, whose serving_data holds the
+// amount in decimal.
+func (s *svc) chargeByID(ctx context.Context, req *connect.Request[byID]) (*connect.Response[out], error) {
+	s.attempts.Add(1)
+	s.mu.Lock()
+	s.keys = append(s.keys, req.Header().Get(idemconnect.HeaderKey))
+	s.mu.Unlock()
+	amount, err := strconv.ParseInt(req.Msg.GetServingData(), 10, 64)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	id, err := s.chargeBody(ctx, amount)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(wrapperspb.Int64(id)), nil
+}
+
 func (s *svc) payout(ctx context.Context, req *connect.Request[in]) (*connect.Response[out], error) {
 	id, err := idem.External(ctx, s.store, payoutMethod, fingerprint(req.Msg.GetValue()), func(ctx context.Context) (int64, error) {
 		s.executed.Add(1)
@@ -137,6 +161,12 @@ func start(t *testing.T) *svc { return startOn(t, false) }
 // (idem.NewSQLStore over the database's *sql.DB) instead of the pgx pool.
 func startOn(t *testing.T, onSQL bool) *svc {
 	t.Helper()
+	return serve(t, onSQL, idemconnect.HandlerConfig{Scope: bearerScope})
+}
+
+// serve is startOn with the handler interceptor's configuration.
+func serve(t *testing.T, onSQL bool, cfg idemconnect.HandlerConfig) *svc {
+	t.Helper()
 	s := &svc{
 		db:      idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`)),
 		started: make(chan struct{}, 1),
@@ -151,9 +181,10 @@ func startOn(t *testing.T, onSQL bool) *svc {
 		s.store, err = idem.NewStore(s.db.Pool)
 	}
 	require.NoError(t, err)
-	ic := connect.WithInterceptors(idemconnect.NewHandlerInterceptor(idemconnect.HandlerConfig{Scope: bearerScope}))
+	ic := connect.WithInterceptors(idemconnect.NewHandlerInterceptor(cfg))
 	mux := http.NewServeMux()
 	mux.Handle("/test.Payments/Charge", connect.NewUnaryHandler("/test.Payments/Charge", s.charge, ic))
+	mux.Handle("/test.Payments/ChargeByID", connect.NewUnaryHandler("/test.Payments/ChargeByID", s.chargeByID, ic))
 	mux.Handle("/test.Payments/Payout", connect.NewUnaryHandler("/test.Payments/Payout", s.payout, ic))
 	mux.Handle("/test.Payments/Get", connect.NewUnaryHandler("/test.Payments/Get", s.get, ic,
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects)))
@@ -338,16 +369,9 @@ func TestClientNeverWaitsPastTheDeadline(t *testing.T) {
 	assert.Zero(t, retries.Load())
 }
 
-func TestRequestIDAndIsUUID4(t *testing.T) {
-	const id = "0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5c"
-	assert.True(t, idemconnect.IsUUID4(id))
-	assert.True(t, idemconnect.IsUUID4(strings.ToUpper(id)))
-	assert.False(t, idemconnect.IsUUID4("00000000-0000-0000-0000-000000000000"), "the nil UUID")
-	assert.False(t, idemconnect.IsUUID4("0b6f1e0c-5a4e-1f3b-9d2a-7c1e2f3a4b5c"), "version 1")
-	got, ok := idemconnect.RequestID(wrapperspb.Int64(5))
-	assert.True(t, ok)
-	assert.Empty(t, got, "a message without a request_id field has none")
-	got, ok = idemconnect.RequestID(wrapperspb.String(id))
-	assert.True(t, ok)
-	assert.Empty(t, got, "a field of another name is not the request_id")
+func TestRequestIDFieldByName(t *testing.T) {
+	assert.Empty(t, idemconnect.RequestIDOf(wrapperspb.Int64(5)), "a message without a request_id field has none")
+	assert.Empty(t, idemconnect.RequestIDOf(wrapperspb.String(uuid4)), "a field of another name is not the request_id")
+	assert.Equal(t, uuid4, idemconnect.RequestIDOf(&errdetails.RequestInfo{RequestId: uuid4}))
+	assert.Empty(t, idemconnect.RequestIDOf(nil))
 }

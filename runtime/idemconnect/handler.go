@@ -3,14 +3,15 @@ package idemconnect
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemrpc"
 )
 
 // Header names, the same as runtime/idemhttp's: over the gRPC protocol they
@@ -38,6 +39,13 @@ type HandlerConfig struct {
 	// SingleTenant, set instead of Scope, says that every caller shares one
 	// key space.
 	SingleTenant bool
+	// RequestID is the format this handler requires of an AIP-155
+	// request_id field; the zero value, idem.RequestIDUUID4, is the UUID4
+	// AIP-155 asks for. A service that documents another format sets
+	// idem.RequestIDUUID (any UUID version, e.g. UUIDv7) or idem.RequestIDKey
+	// (any key Policy accepts, as sent). A request_id in another format is
+	// refused with CodeInvalidArgument and a message naming this format.
+	RequestID idem.RequestIDFormat
 }
 
 // ErrNoScope is the panic value of NewHandlerInterceptor when the
@@ -47,10 +55,14 @@ var ErrNoScope = errors.New("idemconnect: NewHandlerInterceptor: set HandlerConf
 
 // NewHandlerInterceptor returns the handler interceptor the package doc
 // describes. It panics with ErrNoScope unless exactly one of cfg.Scope and
-// cfg.SingleTenant is set.
+// cfg.SingleTenant is set, and with the error of cfg.RequestID.Check for an
+// unknown request_id format.
 func NewHandlerInterceptor(cfg HandlerConfig) connect.Interceptor {
 	if (cfg.Scope == nil) == !cfg.SingleTenant {
 		panic(ErrNoScope)
+	}
+	if err := cfg.RequestID.Check(); err != nil {
+		panic(err)
 	}
 	if cfg.Policy == (idem.KeyPolicy{}) {
 		cfg.Policy = idem.DefaultKeyPolicy
@@ -81,8 +93,7 @@ func (h *handler) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				err = errors.New("empty scope")
 			}
 			if err != nil {
-				return nil, connect.NewError(connect.CodePermissionDenied, errors.New("the account this request belongs to could not be determined, "+
-					"so its idempotency key cannot be applied; check the request's credentials"))
+				return nil, mapping(idemrpc.ScopeUnknown("request")).error()
 			}
 			if err := idem.ValidateScope(scope); err != nil {
 				return nil, Error(err)
@@ -98,9 +109,10 @@ func (h *handler) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	}
 }
 
-// key returns the request's key: its AIP-155 request_id if it has one, else
-// the Idempotency-Key header (bare or as a Structured Field string, as
-// idemhttp.ParseKey reads it), else "".
+// key returns the request's key: its AIP-155 request_id if it has one (in
+// the format cfg.RequestID requires), else the Idempotency-Key header (bare
+// or as a Structured Field string, as idemhttp.ParseKey reads it), else "".
+// Both may be sent only when they agree.
 func (h *handler) key(req connect.AnyRequest) (string, error) {
 	var fromHeader string
 	if vals := req.Header().Values(HeaderKey); len(vals) > 0 {
@@ -109,16 +121,11 @@ func (h *handler) key(req connect.AnyRequest) (string, error) {
 			return "", err
 		}
 	}
-	id, ok := RequestID(req.Any())
-	switch {
-	case !ok:
-		return "", keyErr("field %s is not a UUID4 (36 characters, version 4, the nil UUID refused), as AIP-155 requires", RequestIDField)
-	case id == "":
-		return fromHeader, nil
-	case fromHeader != "" && !strings.EqualFold(fromHeader, id):
-		return "", keyErr("the %s header and field %s name different keys; send one, or the same in both", HeaderKey, RequestIDField)
+	key, err := h.cfg.RequestID.RequestKey(fromHeader, "the "+HeaderKey+" header", requestID(req.Any()), h.cfg.Policy)
+	if err != nil {
+		return "", fmt.Errorf("idemconnect: %w", err)
 	}
-	return id, h.cfg.Policy.Validate(id)
+	return key, nil
 }
 
 // stamp adds the replay and retention headers to the response, or to the

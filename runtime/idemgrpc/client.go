@@ -3,8 +3,8 @@ package idemgrpc
 import (
 	"context"
 	crand "crypto/rand"
+	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -12,15 +12,17 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/idemgen/idemgen/runtime/idemretry"
 )
 
-// Defaults of a ClientConfig whose fields are zero; the same as
-// idemhttp.Transport's.
+// Defaults of a ClientConfig whose fields are zero: runtime/idemretry's,
+// the same as idemhttp.Transport's.
 const (
-	DefaultMaxAttempts = 5
-	DefaultBaseDelay   = 100 * time.Millisecond
-	DefaultMaxDelay    = 5 * time.Second
-	DefaultMaxWait     = 30 * time.Second
+	DefaultMaxAttempts = idemretry.DefaultMaxAttempts
+	DefaultBaseDelay   = idemretry.DefaultBaseDelay
+	DefaultMaxDelay    = idemretry.DefaultMaxDelay
+	DefaultMaxWait     = idemretry.DefaultMaxWait
 )
 
 // ClientConfig configures UnaryClientInterceptor. The zero value is usable.
@@ -49,7 +51,8 @@ type ClientConfig struct {
 //
 // A call whose outgoing metadata has no key and whose request has no
 // AIP-155 request_id gets a fresh random key (128 bits from crypto/rand)
-// before its first attempt; a key the caller set is kept. The key is put in
+// before its first attempt; a key the caller set is kept, and so is a
+// request_id in any format (the server judges it: ServerConfig.RequestID). The key is put in
 // the call's outgoing metadata, so every attempt carries it: the
 // interceptor's own, and those made inside each of them (grpc-go's
 // retryPolicy of the service config and transparent retries, and hedges
@@ -57,18 +60,32 @@ type ClientConfig struct {
 // Methods declared NO_SIDE_EFFECTS (see NoSideEffects) pass through.
 //
 // The interceptor retries the call, with the same key and request, when an
-// attempt ends with codes.Unavailable (a transport error: a refused or reset
-// connection, a lost response; or the ledger unavailable) or with
-// codes.Aborted carrying a google.rpc.RetryInfo (an attempt with the key is
-// in progress), waiting at least the RetryInfo delay, and never on another
-// code. Between attempts it waits a capped, jittered exponential backoff
+// attempt
+//
+//   - fails with an error that is not a status: the exchange broke before
+//     any answer came back. grpc-go (v1.85) returns "max retries exhausted:
+//     failed after N attempts: EOF" when the last attempt a retryPolicy
+//     allows met a connection dropped after the call's stream opened and
+//     before its message was sent (without a retryPolicy that attempt ends
+//     with Unavailable); every answer a server sends is a status, so such
+//     an error never is one;
+//   - ends with codes.Unavailable: a connection that could not be made or
+//     was lost (grpc-go's own transport errors), or the ledger unavailable;
+//   - ends with codes.Aborted carrying a google.rpc.RetryInfo (an attempt
+//     with the key is in progress), after at least the RetryInfo delay;
+//
+// and never on another status, codes.Unknown included: a handler's own
+// error arrives as Unknown, and it is the answer, not a failure to get one.
+// Between attempts it waits a capped, jittered exponential backoff
 // (BaseDelay, doubling, at most MaxDelay, each wait drawn from its upper
 // half). It stops after MaxAttempts attempts, when the call's context ends,
 // when the next attempt would start after the call's deadline, or when the
 // server asks for a wait longer than MaxWait; it then returns the last
 // error.
 func UnaryClientInterceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
-	c := &client{cfg: cfg, mdKey: strings.ToLower(cfg.MetadataKey)}
+	c := &client{cfg: cfg, mdKey: strings.ToLower(cfg.MetadataKey), policy: idemretry.Policy{
+		MaxAttempts: cfg.MaxAttempts, BaseDelay: cfg.BaseDelay, MaxDelay: cfg.MaxDelay, MaxWait: cfg.MaxWait,
+	}}
 	if c.mdKey == "" {
 		c.mdKey = DefaultMetadataKey
 	}
@@ -76,9 +93,10 @@ func UnaryClientInterceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
 }
 
 type client struct {
-	cfg   ClientConfig
-	mdKey string
-	reads readOnly
+	cfg    ClientConfig
+	mdKey  string
+	policy idemretry.Policy
+	reads  readOnly
 }
 
 func (c *client) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -86,81 +104,42 @@ func (c *client) intercept(ctx context.Context, method string, req, reply any, c
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
-	if id, _ := RequestID(req); id == "" && len(md.Get(c.mdKey)) == 0 {
+	if requestID(req) == "" && len(md.Get(c.mdKey)) == 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, c.mdKey, crand.Text())
 	}
-	attempts := orDefault(c.cfg.MaxAttempts, DefaultMaxAttempts)
-	for attempt := 1; ; attempt++ {
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		if err == nil || attempt >= attempts || ctx.Err() != nil {
-			return err
-		}
-		d, retry := c.wait(status.Convert(err), attempt)
-		if !retry {
-			return err
-		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
-			return err // the next attempt would start after the deadline
-		}
-		if c.cfg.OnRetry != nil {
-			c.cfg.OnRetry(method, attempt, err)
-		}
-		if werr := sleep(ctx, d); werr != nil {
-			return fmt.Errorf("idemgrpc: %s: gave up after %d attempts: %w (last attempt: %w)", method, attempt, werr, err)
-		}
+	err := c.policy.Do(ctx, func(int) error { return invoker(ctx, method, req, reply, cc, opts...) }, retryable, c.onRetry(method))
+	if gaveUp, ok := err.(*idemretry.GaveUpError); ok {
+		return fmt.Errorf("idemgrpc: %s: %w", method, gaveUp)
 	}
+	return err
 }
 
-// wait returns how long to wait before retrying after an attempt that ended
-// with st, and false when the call is not to be retried.
-func (c *client) wait(st *status.Status, attempt int) (time.Duration, bool) {
-	d := backoff(attempt, orDefault(c.cfg.BaseDelay, DefaultBaseDelay), orDefault(c.cfg.MaxDelay, DefaultMaxDelay))
+// onRetry returns the OnRetry hook for calls of method, or nil.
+func (c *client) onRetry(method string) func(int, error) {
+	if c.cfg.OnRetry == nil {
+		return nil
+	}
+	return func(attempt int, err error) { c.cfg.OnRetry(method, attempt, err) }
+}
+
+// retryable judges an attempt's error: a retry, with the RetryInfo delay it
+// carries, if any, or the answer.
+func retryable(err error) idemretry.Verdict {
+	if err == nil {
+		return idemretry.Verdict{}
+	}
+	st, isStatus := status.FromError(err)
+	if !isStatus {
+		// Not an answer: the exchange broke (grpc-go's "max retries
+		// exhausted: … EOF"). A context's end is a status by now.
+		return idemretry.Verdict{Retry: !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)}
+	}
+	hint, hinted := RetryDelay(st)
 	switch st.Code() {
 	case codes.Unavailable:
-		if ra, ok := RetryDelay(st); ok {
-			d = max(d, ra)
-		}
-	case codes.Aborted:
-		ra, ok := RetryDelay(st)
-		if !ok {
-			return 0, false // a conflict the caller must resolve at a higher level
-		}
-		d = max(d, ra)
-	default:
-		return 0, false
+		return idemretry.Verdict{Retry: true, Hint: hint, Hinted: hinted}
+	case codes.Aborted: // without RetryInfo: a conflict the caller must resolve at a higher level
+		return idemretry.Verdict{Retry: hinted, Hint: hint, Hinted: hinted}
 	}
-	if d > orDefault(c.cfg.MaxWait, DefaultMaxWait) {
-		return 0, false
-	}
-	return d, true
-}
-
-// backoff is the wait before attempt+1: base·2^(attempt-1), capped at
-// limit, drawn uniformly from its upper half.
-func backoff(attempt int, base, limit time.Duration) time.Duration {
-	d := base
-	for i := 1; i < attempt && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-// orDefault returns v, or def when v is zero or negative.
-func orDefault[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
+	return idemretry.Verdict{}
 }

@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"context"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +105,10 @@ func TestClientRetriesOnlyWhatItShould(t *testing.T) {
 		{"invalid argument", status.Error(codes.InvalidArgument, "bad"), 1},
 		{"mismatch", idemgrpc.Error(idem.ErrMismatch), 1},
 		{"outcome unknown", idemgrpc.Error(idem.ErrOutcomeNotRecorded), 1},
+		// The handler's own error arrives as a status with codes.Unknown,
+		// here with the very text of grpc-go's transport EOF: an answer,
+		// not retried.
+		{"the handler's own Unknown", io.EOF, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var retries int

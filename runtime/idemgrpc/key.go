@@ -26,8 +26,9 @@ const MetadataReplayed = "idempotent-replayed"
 const MetadataRetention = "idempotency-key-retention"
 
 // RequestIDField is the name of the AIP-155 request identifier field: a
-// string field of the request message holding a UUID4.
-const RequestIDField = "request_id"
+// string field of the request message holding the call's key, in the format
+// ServerConfig.RequestID requires.
+const RequestIDField = idem.RequestIDField
 
 // keyFromMetadata returns the key sent as the metadata values vals (nil if
 // none was sent), validated with p.
@@ -46,63 +47,19 @@ func keyFromMetadata(name string, vals []string, p idem.KeyPolicy) (string, erro
 	return key, nil
 }
 
-// RequestID returns the AIP-155 request_id of msg: the value of its string
-// field named request_id, or "" when msg has no such field or it is empty.
-// ok is false when the field is set but is not a UUID4 (the nil UUID
-// included); the value is then not returned.
-func RequestID(msg any) (id string, ok bool) {
-	m, isProto := msg.(proto.Message)
-	if !isProto || m == nil {
-		return "", true
-	}
-	r := m.ProtoReflect()
-	fd := r.Descriptor().Fields().ByName(RequestIDField)
-	if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() || fd.IsMap() {
-		return "", true
-	}
-	v := r.Get(fd).String()
-	if v == "" {
-		return "", true
-	}
-	if !IsUUID4(v) {
-		return "", false
-	}
-	return strings.ToLower(v), true
-}
-
-// IsUUID4 reports whether s is a UUID of version 4 (RFC 9562) in its
-// canonical 36-character textual form, in either case:
-// xxxxxxxx-xxxx-4xxx-Yxxx-xxxxxxxxxxxx with Y one of 8, 9, a, b. The nil
-// UUID is not one (its version is 0), nor is the max UUID.
-func IsUUID4(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-			continue
-		}
-		if !isHex(c) {
-			return false
+// requestID returns the value of the AIP-155 request_id field of msg, read
+// with protoreflect: "" when msg is not a proto message, has no string field
+// of that name, or leaves it empty.
+func requestID(msg any) string {
+	if m, ok := msg.(proto.Message); ok && m != nil {
+		r := m.ProtoReflect()
+		if fd := r.Descriptor().Fields().ByName(RequestIDField); fd != nil && fd.Kind() == protoreflect.StringKind && !fd.IsList() && !fd.IsMap() {
+			return r.Get(fd).String()
 		}
 	}
-	return s[14] == '4' && strings.IndexByte("89abAB", s[19]) >= 0
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+	return ""
 }
 
 func keyErr(format string, args ...any) error {
 	return fmt.Errorf("idemgrpc: %w", &idem.KeyError{Reason: fmt.Sprintf(format, args...)})
-}
-
-// errBadRequestID is the error for a request_id that is not a UUID4.
-func errBadRequestID() error {
-	return keyErr("field %s is not a UUID4 (36 characters, version 4, the nil UUID refused), as AIP-155 requires", RequestIDField)
 }

@@ -3,20 +3,20 @@ package idemgrpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemrpc"
 )
 
 // ScopeFunc returns the scope a call's idempotency key belongs to, usually
@@ -36,6 +36,14 @@ type ServerConfig struct {
 	// MetadataKey is the metadata key that carries the idempotency key; ""
 	// means DefaultMetadataKey. It is compared in lower case.
 	MetadataKey string
+
+	// RequestID is the format this server requires of an AIP-155
+	// request_id field; the zero value, idem.RequestIDUUID4, is the UUID4
+	// AIP-155 asks for. A service that documents another format sets
+	// idem.RequestIDUUID (any UUID version, e.g. UUIDv7) or idem.RequestIDKey
+	// (any key Policy accepts, as sent). A request_id in another format is
+	// refused with InvalidArgument and a message naming this format.
+	RequestID idem.RequestIDFormat
 
 	// Scope, if set, is called for every call that carries a key; its result
 	// is stored with idem.ContextWithScope. An error or an empty scope is
@@ -58,11 +66,15 @@ var ErrEmptyScope = errors.New("idemgrpc: scope function returned an empty scope
 
 // UnaryServerInterceptor returns the server interceptor the package doc
 // describes. It panics with ErrNoScope unless exactly one of cfg.Scope and
-// cfg.SingleTenant is set: a wiring mistake that must stop the server at
+// cfg.SingleTenant is set, and with the error of cfg.RequestID.Check for an
+// unknown request_id format: wiring mistakes that must stop the server at
 // start-up.
 func UnaryServerInterceptor(cfg ServerConfig) grpc.UnaryServerInterceptor {
 	if (cfg.Scope == nil) == !cfg.SingleTenant {
 		panic(ErrNoScope)
+	}
+	if err := cfg.RequestID.Check(); err != nil {
+		panic(err)
 	}
 	s := &server{cfg: cfg, mdKey: strings.ToLower(cfg.MetadataKey), policy: cfg.Policy}
 	if s.mdKey == "" {
@@ -105,8 +117,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			err = ErrEmptyScope
 		}
 		if err != nil {
-			return nil, status.Error(codes.PermissionDenied, "the account this call belongs to could not be determined, "+
-				"so its idempotency key cannot be applied; check the call's credentials")
+			return nil, mapping(idemrpc.ScopeUnknown("call")).status().Err()
 		}
 		if err := idem.ValidateScope(scope); err != nil {
 			return nil, Error(err)
@@ -120,25 +131,20 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	return resp, Error(err)
 }
 
-// key returns the call's key: the AIP-155 request_id of req if it has one,
-// else the metadata key, else "". Both may be sent only when they agree.
+// key returns the call's key: the AIP-155 request_id of req if it has one
+// (in the format cfg.RequestID requires), else the metadata key, else "".
+// Both may be sent only when they agree.
 func (s *server) key(ctx context.Context, req any) (string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	fromMD, err := keyFromMetadata(s.mdKey, md.Get(s.mdKey), s.policy)
 	if err != nil {
 		return "", err
 	}
-	id, ok := RequestID(req)
-	if !ok {
-		return "", errBadRequestID()
+	key, err := s.cfg.RequestID.RequestKey(fromMD, "metadata "+s.mdKey, requestID(req), s.policy)
+	if err != nil {
+		return "", fmt.Errorf("idemgrpc: %w", err)
 	}
-	switch {
-	case id == "":
-		return fromMD, nil
-	case fromMD != "" && !strings.EqualFold(fromMD, id):
-		return "", keyErr("metadata %s and field %s name different keys; send one, or the same in both", s.mdKey, RequestIDField)
-	}
-	return id, s.policy.Validate(id)
+	return key, nil
 }
 
 // setHeader adds the replay and retention metadata after an idempotent call.

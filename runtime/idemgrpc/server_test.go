@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemgrpc"
+	"github.com/idemgen/idemgen/runtime/idemrpc"
 )
 
 const uuid4 = "0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5c"
@@ -148,20 +149,21 @@ func TestServerInterceptorRequiresAScope(t *testing.T) {
 
 func TestMap(t *testing.T) {
 	for _, tc := range []struct {
-		err   error
-		code  codes.Code
-		retry time.Duration
+		err    error
+		code   codes.Code
+		retry  time.Duration
+		reason string
 	}{
-		{&idem.InProgressError{RetryAfter: 2500 * time.Millisecond}, codes.Aborted, 2500 * time.Millisecond},
-		{fmt.Errorf("charge: %w", &idem.InProgressError{}), codes.Aborted, time.Second},
-		{idem.ErrLockLost, codes.Aborted, time.Second},
-		{&idem.MismatchError{Key: "secret"}, codes.FailedPrecondition, 0},
-		{idem.ErrNoKey, codes.InvalidArgument, 0},
-		{&idem.KeyError{Reason: "too long"}, codes.InvalidArgument, 0},
-		{&idem.ScopeError{Reason: "not UTF-8"}, codes.PermissionDenied, 0},
-		{fmt.Errorf("claim: %w", idem.ErrStore), codes.Unavailable, 0},
-		{idem.ErrOutcomeNotRecorded, codes.Internal, 0},
-		{errors.Join(idem.ErrOutcomeNotRecorded, idem.ErrStore), codes.Unavailable, 0},
+		{&idem.InProgressError{RetryAfter: 2500 * time.Millisecond}, codes.Aborted, 2500 * time.Millisecond, "IDEMPOTENCY_KEY_IN_PROGRESS"},
+		{fmt.Errorf("charge: %w", &idem.InProgressError{}), codes.Aborted, time.Second, "IDEMPOTENCY_KEY_IN_PROGRESS"},
+		{idem.ErrLockLost, codes.Aborted, time.Second, "IDEMPOTENCY_LOCK_LOST"},
+		{&idem.MismatchError{Key: "secret"}, codes.FailedPrecondition, 0, "IDEMPOTENCY_KEY_REUSED"},
+		{idem.ErrNoKey, codes.InvalidArgument, 0, "IDEMPOTENCY_KEY_MISSING"},
+		{&idem.KeyError{Reason: "too long"}, codes.InvalidArgument, 0, "IDEMPOTENCY_KEY_INVALID"},
+		{&idem.ScopeError{Reason: "not UTF-8"}, codes.PermissionDenied, 0, "IDEMPOTENCY_SCOPE_UNKNOWN"},
+		{fmt.Errorf("claim: %w", idem.ErrStore), codes.Unavailable, 0, "IDEMPOTENCY_LEDGER_UNAVAILABLE"},
+		{idem.ErrOutcomeNotRecorded, codes.Internal, 0, "IDEMPOTENCY_OUTCOME_UNKNOWN"},
+		{errors.Join(idem.ErrOutcomeNotRecorded, idem.ErrStore), codes.Unavailable, 0, "IDEMPOTENCY_LEDGER_UNAVAILABLE"},
 	} {
 		st, ok := idemgrpc.Status(tc.err)
 		require.True(t, ok, "%v", tc.err)
@@ -169,24 +171,25 @@ func TestMap(t *testing.T) {
 		d, has := idemgrpc.RetryDelay(st)
 		assert.Equal(t, tc.retry > 0, has, "%v", tc.err)
 		assert.Equal(t, tc.retry, d, "%v", tc.err)
+		assert.Equal(t, tc.reason, idemgrpc.ErrorReason(st), "%v", tc.err)
 		assert.NotContains(t, st.Message(), "secret")
 	}
 	_, ok := idemgrpc.Map(errors.New("card declined"))
 	assert.False(t, ok, "the application's own errors are its own")
+	_, ok = idemgrpc.Map(&idem.ReplayedError{Name: "ErrCardDeclined", Msg: "card declined"})
+	assert.False(t, ok, "and so are their replays")
 	own := status.Error(codes.NotFound, "no such payment")
 	assert.Equal(t, own, idemgrpc.Error(own))
 }
 
-func TestIsUUID4(t *testing.T) {
-	for s, want := range map[string]bool{
-		uuid4:                                  true,
-		strings.ToUpper(uuid4):                 true,
-		"00000000-0000-0000-0000-000000000000": false,
-		"ffffffff-ffff-ffff-ffff-ffffffffffff": false,
-		"0b6f1e0c-5a4e-4f3b-cd2a-7c1e2f3a4b5c": false,
-		"0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b5":  false,
-		"{0b6f1e0c-5a4e-4f3b-9d2a-7c1e2f3a4b}": false,
+// TestRPCCodesAreGRPCs: runtime/idemrpc's codes, which do not import
+// grpc-go, are grpc-go's numbers.
+func TestRPCCodesAreGRPCs(t *testing.T) {
+	for rpc, grpc := range map[idemrpc.Code]codes.Code{
+		idemrpc.InvalidArgument: codes.InvalidArgument, idemrpc.PermissionDenied: codes.PermissionDenied,
+		idemrpc.FailedPrecondition: codes.FailedPrecondition, idemrpc.Aborted: codes.Aborted,
+		idemrpc.Internal: codes.Internal, idemrpc.Unavailable: codes.Unavailable,
 	} {
-		assert.Equal(t, want, idemgrpc.IsUUID4(s), s)
+		assert.Equal(t, grpc, codes.Code(rpc), grpc.String())
 	}
 }

@@ -100,6 +100,7 @@ type svc struct {
 	release  chan struct{}
 	fail     func(ctx context.Context, attempt int64) error // if set, Charge fails with its error before the ledger
 	onSQL    bool                                           // the store is on database/sql: Charge runs through idem.AtomicSQL
+	addr     string                                         // the server's address
 }
 
 func fingerprint(amount int64) []byte {
@@ -203,6 +204,12 @@ func start(t *testing.T, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
 // (idem.NewSQLStore over the database's *sql.DB) instead of the pgx pool.
 func startOn(t *testing.T, onSQL bool, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
 	t.Helper()
+	return serve(t, onSQL, idemgrpc.ServerConfig{Scope: bearerScope}, opts...)
+}
+
+// serve is startOn with the server interceptor's configuration.
+func serve(t *testing.T, onSQL bool, cfg idemgrpc.ServerConfig, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
+	t.Helper()
 	s := &svc{
 		db:      idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`)),
 		sawKey:  make(chan string, 16),
@@ -217,7 +224,7 @@ func startOn(t *testing.T, onSQL bool, opts ...grpc.DialOption) (*svc, *grpc.Cli
 		s.store, err = idem.NewStore(s.db.Pool)
 	}
 	require.NoError(t, err)
-	srv := grpc.NewServer(grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(idemgrpc.ServerConfig{Scope: bearerScope})))
+	srv := grpc.NewServer(grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(cfg)))
 	srv.RegisterService(&grpc.ServiceDesc{ServiceName: service, HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{
 		unary("Charge", s.charge), unary("Payout", s.payout), unary("Get", s.get),
 	}}, struct{}{})
@@ -225,6 +232,7 @@ func startOn(t *testing.T, onSQL bool, opts ...grpc.DialOption) (*svc, *grpc.Cli
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
+	s.addr = ln.Addr().String()
 	cc, err := grpc.NewClient(ln.Addr().String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cc.Close() })

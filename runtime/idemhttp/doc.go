@@ -20,7 +20,8 @@
 //
 //	missing key on a method that requires one     400 Bad Request
 //	malformed key (bad form, too long, repeated)   400 Bad Request
-//	scope function failed or returned ""           403 Forbidden
+//	scope function failed or returned "", or a
+//	scope the ledger cannot hold                   403 Forbidden
 //	key reused with a different request            422 Unprocessable Content
 //	request with this key still in progress        409 Conflict + Retry-After
 //	claim taken over by another attempt            409 Conflict + Retry-After
@@ -28,7 +29,13 @@
 //	call ran, its outcome could not be recorded    500 Internal Server Error
 //
 // The middleware writes the first three itself; handlers map the errors of
-// idempotent calls with [WriteError]. No response ever echoes the raw header.
+// idempotent calls with [WriteError], which answers each kind of
+// [idem.Classify] from one table (the same kinds runtime/idemgrpc and
+// runtime/idemconnect answer with codes). No response ever echoes the raw
+// header.
+//
+// [Transport], for clients, retries on the schedule of runtime/idemretry,
+// which the gRPC and Connect client interceptors share.
 //
 // The middleware is a plain func(http.Handler) http.Handler, so it wraps a
 // single handler registered on an [http.ServeMux] pattern, a whole mux, or

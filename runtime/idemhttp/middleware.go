@@ -161,19 +161,20 @@ func New(cfg Config) func(http.Handler) http.Handler {
 	}
 }
 
+// writeScopeError is the default Config.OnScopeError: WriteError's 403 for
+// a scope idem.ValidateScope refused, the same problem with another detail
+// for a Scope function that failed or named no scope.
 func writeScopeError(w http.ResponseWriter, r *http.Request, err error) {
-	detail := "The account this request belongs to could not be determined, so its Idempotency-Key cannot be applied. " +
-		"Check the request's credentials."
-	var scopeErr *idem.ScopeError
-	if errors.As(err, &scopeErr) {
-		detail = "The account this request belongs to cannot scope an Idempotency-Key: " +
-			printable(scopeErr.Reason) + ". Check the request's credentials."
+	if idem.Classify(err).Kind == idem.KindInvalidScope {
+		WriteError(w, r, err)
+		return
 	}
 	WriteProblem(w, r, Problem{
 		Type:   TypeScopeUnknown,
 		Title:  "Request scope unknown",
 		Status: http.StatusForbidden,
-		Detail: detail,
+		Detail: "The account this request belongs to could not be determined, so its Idempotency-Key cannot be applied. " +
+			"Check the request's credentials.",
 	})
 }
 

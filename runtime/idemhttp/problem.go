@@ -2,7 +2,6 @@ package idemhttp
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -95,6 +94,7 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 //	idem.ErrLockLost     409 Conflict, Retry-After: 1
 //	idem.ErrInvalidKey   400 Bad Request
 //	idem.ErrNoKey        400 Bad Request
+//	idem.ErrInvalidScope 403 Forbidden
 //	idem.ErrStore        503 Service Unavailable
 //	idem.ErrOutcomeNotRecorded  500 Internal Server Error (no Retry-After)
 //
@@ -116,86 +116,54 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 // details name the problem but never echo the key, the fingerprints or the
 // underlying database error.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) bool {
-	if err == nil {
+	c := idem.Classify(err)
+	p, ok := problems[c.Kind]
+	if !ok {
 		return false
 	}
-	var (
-		mismatch   *idem.MismatchError
-		inProgress *idem.InProgressError
-		keyErr     *idem.KeyError
-	)
-	switch {
-	case errors.As(err, &mismatch) || errors.Is(err, idem.ErrMismatch):
-		WriteProblem(w, r, Problem{
-			Type:   TypeMismatch,
-			Title:  "Idempotency-Key is already used",
-			Status: http.StatusUnprocessableEntity,
-			Detail: "This Idempotency-Key was already used with a different request. " +
-				"Send a new key for a new request; resend the original request unchanged to get its response.",
-		})
-	case errors.As(err, &inProgress) || errors.Is(err, idem.ErrInProgress):
-		var d time.Duration
-		if inProgress != nil {
-			d = inProgress.RetryAfter
-		}
-		secs := retryAfterSeconds(d)
+	var wait, reason string
+	if c.RetryAfter > 0 {
+		secs := retryAfterSeconds(c.RetryAfter)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		WriteProblem(w, r, Problem{
-			Type:   TypeInProgress,
-			Title:  "A request is outstanding for this Idempotency-Key",
-			Status: http.StatusConflict,
-			Detail: fmt.Sprintf("A request with this Idempotency-Key is still being processed. "+
-				"Retry in %d %s with the same key and request to get its response.", secs, plural(secs, "second")),
-		})
-	case errors.Is(err, idem.ErrLockLost):
-		w.Header().Set("Retry-After", "1")
-		WriteProblem(w, r, Problem{
-			Type:   TypeLockLost,
-			Title:  "Idempotent request taken over",
-			Status: http.StatusConflict,
-			Detail: "This attempt ran longer than its lock on the Idempotency-Key and another attempt took the request over. " +
-				"Retry with the same key and request to get the result of the attempt that completes.",
-		})
-	case errors.As(err, &keyErr) || errors.Is(err, idem.ErrInvalidKey):
-		detail := "The Idempotency-Key header is malformed"
-		if keyErr != nil && keyErr.Reason != "" {
-			detail += ": " + printable(keyErr.Reason)
-		}
-		WriteProblem(w, r, Problem{
-			Type:   TypeInvalidKey,
-			Title:  "Idempotency-Key is invalid",
-			Status: http.StatusBadRequest,
-			Detail: detail + `. Send the header once, with a key of visible ASCII characters, bare (abc) or quoted ("abc").`,
-		})
-	case errors.Is(err, idem.ErrNoKey):
-		WriteProblem(w, r, Problem{
-			Type:   TypeMissingKey,
-			Title:  "Idempotency-Key is missing",
-			Status: http.StatusBadRequest,
-			Detail: "This operation is idempotent and requires an Idempotency-Key header. " +
-				"Send a new unique key (for example a UUID) with each new request, and the same key when retrying it.",
-		})
-	case errors.Is(err, idem.ErrOutcomeNotRecorded) && !errors.Is(err, idem.ErrStore):
-		WriteProblem(w, r, Problem{
-			Type:   TypeOutcomeUnknown,
-			Title:  "Outcome of the idempotent request is unknown",
-			Status: http.StatusInternalServerError,
-			Detail: "The request was processed, but its outcome could not be recorded, so it is not known whether it took effect. " +
-				"Retrying with this Idempotency-Key returns this answer again; do not send the request under a new key " +
-				"until the outcome has been checked (ask the service's operator).",
-		})
-	case errors.Is(err, idem.ErrStore):
-		WriteProblem(w, r, Problem{
-			Type:   TypeStoreUnavailable,
-			Title:  "Idempotency ledger unavailable",
-			Status: http.StatusServiceUnavailable,
-			Detail: "The record of idempotent requests could not be reached, so this request was not processed or its outcome was not recorded. " +
-				"Retry later with the same Idempotency-Key and request.",
-		})
-	default:
-		return false
+		wait = fmt.Sprintf("%d %s", secs, plural(secs, "second"))
 	}
+	if c.Reason != "" {
+		reason = ": " + c.Reason
+	}
+	p.Detail = strings.NewReplacer("{wait}", wait, "{reason}", reason).Replace(p.Detail)
+	WriteProblem(w, r, p)
 	return true
+}
+
+// problems is WriteError's answer to each kind of idem.Classify; a kind not
+// listed is the application's. In a Detail, {wait} stands for the
+// Retry-After delay ("3 seconds") and {reason} for ": " and the key's or
+// scope's reason, or nothing.
+var problems = map[idem.Kind]Problem{
+	idem.KindMismatch: {Type: TypeMismatch, Title: "Idempotency-Key is already used", Status: http.StatusUnprocessableEntity,
+		Detail: "This Idempotency-Key was already used with a different request. " +
+			"Send a new key for a new request; resend the original request unchanged to get its response."},
+	idem.KindInProgress: {Type: TypeInProgress, Title: "A request is outstanding for this Idempotency-Key", Status: http.StatusConflict,
+		Detail: "A request with this Idempotency-Key is still being processed. " +
+			"Retry in {wait} with the same key and request to get its response."},
+	idem.KindLockLost: {Type: TypeLockLost, Title: "Idempotent request taken over", Status: http.StatusConflict,
+		Detail: "This attempt ran longer than its lock on the Idempotency-Key and another attempt took the request over. " +
+			"Retry with the same key and request to get the result of the attempt that completes."},
+	idem.KindInvalidKey: {Type: TypeInvalidKey, Title: "Idempotency-Key is invalid", Status: http.StatusBadRequest,
+		Detail: "The Idempotency-Key header is malformed{reason}. " +
+			`Send the header once, with a key of visible ASCII characters, bare (abc) or quoted ("abc").`},
+	idem.KindNoKey: {Type: TypeMissingKey, Title: "Idempotency-Key is missing", Status: http.StatusBadRequest,
+		Detail: "This operation is idempotent and requires an Idempotency-Key header. " +
+			"Send a new unique key (for example a UUID) with each new request, and the same key when retrying it."},
+	idem.KindInvalidScope: {Type: TypeScopeUnknown, Title: "Request scope unknown", Status: http.StatusForbidden,
+		Detail: "The account this request belongs to cannot scope an Idempotency-Key{reason}. Check the request's credentials."},
+	idem.KindOutcomeUnknown: {Type: TypeOutcomeUnknown, Title: "Outcome of the idempotent request is unknown", Status: http.StatusInternalServerError,
+		Detail: "The request was processed, but its outcome could not be recorded, so it is not known whether it took effect. " +
+			"Retrying with this Idempotency-Key returns this answer again; do not send the request under a new key " +
+			"until the outcome has been checked (ask the service's operator)."},
+	idem.KindStoreUnavailable: {Type: TypeStoreUnavailable, Title: "Idempotency ledger unavailable", Status: http.StatusServiceUnavailable,
+		Detail: "The record of idempotent requests could not be reached, so this request was not processed or its outcome was not recorded. " +
+			"Retry later with the same Idempotency-Key and request."},
 }
 
 // retryAfterSeconds rounds d up to whole seconds, at least 1.
@@ -212,15 +180,4 @@ func plural(n int64, word string) string {
 		return word
 	}
 	return word + "s"
-}
-
-// printable replaces every byte outside printable ASCII with '?', so a reason
-// can never carry control characters or raw bytes into a response.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r > 0x7e {
-			return '?'
-		}
-		return r
-	}, s)
 }

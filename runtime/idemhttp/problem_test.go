@@ -68,6 +68,14 @@ func TestWriteError(t *testing.T) {
 			status: http.StatusBadRequest, typ: idemhttp.TypeInvalidKey, title: "Idempotency-Key is invalid", detail: "malformed. Send the header once",
 		},
 		{
+			// A wrapper called with a scope the service put in the context
+			// itself, not through the middleware: WriteError answered false,
+			// and the service its own 500.
+			name: "invalid scope", err: fmt.Errorf("Payments.Charge: %w", &idem.ScopeError{Reason: "not valid UTF-8"}),
+			status: http.StatusForbidden, typ: idemhttp.TypeScopeUnknown, title: "Request scope unknown",
+			detail: "cannot scope an Idempotency-Key: not valid UTF-8. Check the request's credentials.",
+		},
+		{
 			name: "no key", err: fmt.Errorf("Payments.Charge: %w", idem.ErrNoKey),
 			status: http.StatusBadRequest, typ: idemhttp.TypeMissingKey, title: "Idempotency-Key is missing", detail: "requires an Idempotency-Key header",
 		},

@@ -7,19 +7,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemretry"
 )
 
-// Defaults of a Transport whose fields are zero.
+// Defaults of a Transport whose fields are zero: runtime/idemretry's, shared
+// by the clients of runtime/idemgrpc and runtime/idemconnect.
 const (
-	DefaultMaxAttempts = 5
-	DefaultBaseDelay   = 100 * time.Millisecond
-	DefaultMaxDelay    = 5 * time.Second
-	DefaultMaxWait     = 30 * time.Second
+	DefaultMaxAttempts = idemretry.DefaultMaxAttempts
+	DefaultBaseDelay   = idemretry.DefaultBaseDelay
+	DefaultMaxDelay    = idemretry.DefaultMaxDelay
+	DefaultMaxWait     = idemretry.DefaultMaxWait
 )
 
 // Transport is an http.RoundTripper for clients of any API that takes an
@@ -96,7 +98,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	ctx := req.Context()
-	attempts := orDefault(t.MaxAttempts, DefaultMaxAttempts)
 	for attempt := 1; ; attempt++ {
 		try := req
 		if attempt > 1 {
@@ -106,20 +107,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := base.RoundTrip(try)
-		if attempt >= attempts || ctx.Err() != nil || !retryable(resp, err) {
+		if ctx.Err() != nil || !retryable(resp, err) {
 			return resp, err
 		}
-		d := t.backoff(attempt)
+		var hint time.Duration
+		hinted := false
 		if resp != nil {
-			if ra, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-				if ra > orDefault(t.MaxWait, DefaultMaxWait) {
-					return resp, nil
-				}
-				d = max(d, ra)
-			}
+			hint, hinted = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
-			return resp, err // the next attempt would start after the deadline
+		d, again := t.policy().Next(ctx, attempt, hint, hinted)
+		if !again {
+			return resp, err
 		}
 		if resp != nil {
 			drain(resp)
@@ -178,30 +176,16 @@ func drain(resp *http.Response) {
 	_ = resp.Body.Close()
 }
 
-// backoff is the wait before attempt+1: BaseDelay·2^(attempt-1), capped at
-// MaxDelay, drawn uniformly from its upper half.
-func (t *Transport) backoff(attempt int) time.Duration {
-	d := orDefault(t.BaseDelay, DefaultBaseDelay)
-	limit := orDefault(t.MaxDelay, DefaultMaxDelay)
-	for i := 1; i < attempt && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
+// policy is the Transport's retry schedule.
+func (t *Transport) policy() idemretry.Policy {
+	return idemretry.Policy{MaxAttempts: t.MaxAttempts, BaseDelay: t.BaseDelay, MaxDelay: t.MaxDelay, MaxWait: t.MaxWait}
 }
 
 func (t *Transport) sleep(ctx context.Context, d time.Duration) error {
 	if t.wait != nil {
 		return t.wait(ctx, d)
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	return idemretry.Sleep(ctx, d)
 }
 
 // retryAfter parses a Retry-After value: delay-seconds or an HTTP-date.
@@ -219,12 +203,4 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 		return max(at.Sub(now), 0), true
 	}
 	return 0, false
-}
-
-// orDefault returns v, or def when v is zero or negative.
-func orDefault[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }

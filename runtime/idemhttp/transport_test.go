@@ -262,7 +262,7 @@ func TestTransportBackoff(t *testing.T) {
 	tr := &Transport{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
 	for attempt, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 60: time.Second} {
 		for range 100 {
-			d := tr.backoff(attempt)
+			d := tr.policy().Backoff(attempt)
 			assert.GreaterOrEqual(t, d, want/2, "attempt %d", attempt)
 			assert.LessOrEqual(t, d, want, "attempt %d", attempt)
 		}

@@ -1,0 +1,4 @@
+package idemconnect
+
+// RequestIDOf is requestID, for the tests.
+var RequestIDOf = requestID
