@@ -42,17 +42,38 @@
 // are generated into the user's package), which a separate, embeddable
 // command allows and a subcommand of the generator would not.
 //
-// # What -request can and cannot tell
+// # Mismatches: what the ledger records, what -request can tell
 //
-// The ledger stores the request's SHA-256 fingerprint, not the request. With
-// -request FILE, inspect decodes FILE (JSON) into the method's request type,
-// fingerprints it with the method's own generated function and compares:
-// "replay" (equal: a retry with this request gets the stored response) or
-// "mismatch" (a retry gets idem.ErrMismatch, HTTP 422). Which fields differ
-// cannot be known from a hash, and the command does not pretend to: compare
-// FILE with what the client sent first (the service's logs). The fingerprint
-// function exists only in the user's package, so cmd/idemledger answers
-// -request with exit status 1 and the way to build a binary that can:
+// The ledger keeps the request's SHA-256 fingerprint, not the request, and
+// records the last request refused with the key for another fingerprint
+// (idem.ErrMismatch, HTTP 422): when, and that request's fingerprint
+// (columns mismatch_at and mismatch_fingerprint, written by the refusal
+// only). inspect shows it beside the stored fingerprint ("mismatch"), and
+// says when it refused the key's previous use (a refusal older than the
+// row's current request). A ledger migrated by an earlier idemgen lacks the
+// columns: inspect says so, and the service answers as before (it logs that
+// the refusal was not recorded) until the migration idemgen generates is
+// applied.
+//
+// Hashes say that two requests differ, never where. With -request FILE,
+// inspect decodes FILE (JSON) into the method's request type, fingerprints
+// it with the method's own generated function and compares: "replay"
+// (equal: a retry with this request gets the stored response) or
+// "mismatch" (a retry gets idem.ErrMismatch, HTTP 422), and whether FILE is
+// the request last refused. Given twice, -request FIRST -request RETRY
+// (the first request and the refused one, from the client or the service's
+// logs; the ledger confirms which is which) names the fields that differ:
+// each field whose values differ in the two files (nested objects field by
+// field) is put into FIRST alone and FIRST fingerprinted again, and a field
+// is named when that changes the fingerprint. So the names are the
+// method's own answer: a field the fingerprint leaves out (idem:"-") is
+// never named, whatever its values. Recording per-field fingerprints
+// instead would cost every claim a write and still name nothing about the
+// first request, whose fields were never stored.
+//
+// The fingerprint functions exist only in the user's package, so
+// cmd/idemledger answers -request with exit status 1 and the way to build a
+// binary that can:
 //
 //	// in the service's package (it may call the unexported generated function)
 //	func LedgerFingerprints() []idemledger.Option {
@@ -65,7 +86,8 @@
 //	func main() { os.Exit(idemledger.Main(context.Background(), os.Args[1:], shop.LedgerFingerprints()...)) }
 //
 // JSONRequest fits a method with one request parameter; for several, pass a
-// function that decodes FILE however suits and calls the generated one.
+// function that decodes FILE however suits and calls the generated one
+// (fields are named for any function that takes a JSON object).
 //
 // # Inline tables
 //

@@ -471,3 +471,114 @@ func TestBinaryExitStatus(t *testing.T) {
 		assert.LessOrEqual(t, strings.Count(stderr.String(), "\n"), 1, tc.args)
 	}
 }
+
+// RefundRequest is a request with a nested field and one the fingerprint
+// leaves out.
+type RefundRequest struct {
+	Amount int64  `json:"amount"`
+	Card   Card   `json:"card"`
+	Note   string `json:"note"` // idem:"-": not fingerprinted
+}
+
+// Card is nested in RefundRequest.
+type Card struct {
+	Number string `json:"number"`
+	Expiry string `json:"expiry"`
+}
+
+const refundName = "example.com/shop.Payments.Refund"
+
+func fingerprintRefund(req RefundRequest) []byte {
+	f := idem.NewFingerprinter(refundName)
+	f.Field("Amount")
+	f.Int(req.Amount)
+	f.Field("Card.Number")
+	f.String(req.Card.Number)
+	f.Field("Card.Expiry")
+	f.String(req.Card.Expiry)
+	return f.Sum()
+}
+
+// refund runs the Refund method on the fixture's database with key k in
+// scope acme.
+func (f *fixture) refund(t *testing.T, req RefundRequest) error {
+	t.Helper()
+	s, err := idem.NewStore(f.db.Pool)
+	require.NoError(t, err)
+	ctx := idem.ContextWithScope(idem.ContextWithKey(context.Background(), "r1"), "acme")
+	_, err = idem.Atomic(ctx, s, &idem.Method[Receipt]{Name: refundName}, fingerprintRefund(req), func(context.Context, pgx.Tx) (Receipt, error) {
+		return Receipt{ID: 9, Amount: req.Amount}, nil
+	})
+	return err
+}
+
+// inspect shows the last mismatch the ledger recorded beside the stored
+// fingerprint; two -request files name the fields that differ, as the
+// method fingerprints them.
+func TestInspectShowsTheLastMismatch(t *testing.T) {
+	f := newFixture(t)
+	first := RefundRequest{Amount: 100, Card: Card{Number: "4242", Expiry: "12/30"}, Note: "first"}
+	retry := RefundRequest{Amount: 150, Card: Card{Number: "4343", Expiry: "12/30"}, Note: "again"}
+	require.NoError(t, f.refund(t, first))
+	r := f.run(t, "", false, nil, "inspect", "-scope", "acme", "r1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "mismatch     none recorded")
+
+	require.ErrorIs(t, f.refund(t, retry), idem.ErrMismatch)
+	r = f.run(t, "", false, nil, "inspect", "-json", "-scope", "acme", "r1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	var keys []idemledger.Key
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &keys))
+	require.Len(t, keys, 1)
+	require.NotNil(t, keys[0].LastMismatch)
+	assert.Equal(t, string(mustHex(fingerprintRefund(retry))), keys[0].LastMismatch.Fingerprint)
+	assert.Equal(t, string(mustHex(fingerprintRefund(first))), keys[0].Fingerprint)
+	assert.False(t, keys[0].LastMismatch.Earlier)
+	assert.WithinDuration(t, keys[0].Now, keys[0].LastMismatch.At, time.Hour, "recorded by the database's clock")
+
+	fps := []idemledger.Option{idemledger.WithFingerprint(refundName, idemledger.JSONRequest(fingerprintRefund))}
+	firstFile := requestFile(t, `{"amount": 100, "card": {"number": "4242", "expiry": "12/30"}, "note": "first"}`)
+	retryFile := requestFile(t, `{"amount": 150, "card": {"number": "4343", "expiry": "12/30"}, "note": "again"}`)
+	r = f.run(t, "", false, fps, "inspect", "-scope", "acme", "-request", firstFile, "-request", retryFile, "r1")
+	assert.Equal(t, idemledger.ExitMismatch, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "mismatch     last at ")
+	assert.Contains(t, r.stdout, firstFile+" fingerprints to "+string(mustHex(fingerprintRefund(first)))+": equal, a retry with it REPLAYS")
+	assert.Contains(t, r.stdout, retryFile+" fingerprints to "+string(mustHex(fingerprintRefund(retry)))+": MISMATCH")
+	assert.Contains(t, r.stdout, "it is the request last refused")
+	assert.Contains(t, r.stdout, "differs      amount, card.number: the fields of "+retryFile+" that change the fingerprint of "+firstFile)
+
+	r = f.run(t, "", false, fps, "inspect", "-json", "-scope", "acme", "-request", firstFile, "-request", retryFile, "r1")
+	assert.Equal(t, idemledger.ExitMismatch, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &keys))
+	assert.Equal(t, []string{"amount", "card.number"}, keys[0].Differs, "note is not fingerprinted; expiry is equal")
+	assert.True(t, keys[0].Request2.LastRefused)
+	assert.False(t, keys[0].Request.LastRefused)
+
+	exec(t, f.db, `UPDATE idempotency_keys SET created_at = mismatch_at + interval '1 second' WHERE key = 'r1'`)
+	r = f.run(t, "", false, nil, "inspect", "-scope", "acme", "r1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "before the row's current request was claimed (it refused the key's previous use)")
+
+	r = f.run(t, "", false, fps, "inspect", "-scope", "acme", "-request", retryFile, "r1")
+	assert.Equal(t, idemledger.ExitMismatch, r.code)
+	assert.Contains(t, r.stdout, "to name the fields, pass the first request too: -request FIRST -request "+retryFile)
+
+	noteOnly := requestFile(t, `{"amount": 100, "card": {"number": "4242", "expiry": "12/30"}, "note": "changed"}`)
+	r = f.run(t, "", false, fps, "inspect", "-scope", "acme", "-request", firstFile, "-request", noteOnly, "r1")
+	assert.Equal(t, idemledger.ExitOK, r.code, "a field the fingerprint leaves out replays: %s", r.stderr)
+	assert.NotContains(t, r.stdout, "differs")
+
+	r = f.run(t, "", false, fps, "inspect", "-scope", "acme", "-request", firstFile, "-request", retryFile, "-request", noteOnly, "r1")
+	assert.Equal(t, idemledger.ExitUsage, r.code)
+	assert.Equal(t, "idemledger: inspect: -request given 3 times: give it once (would it replay?) or twice (which fields differ?)\n", r.stderr)
+}
+
+// A ledger migrated by an earlier idemgen has no mismatch columns: inspect
+// says so instead of failing.
+func TestInspectOnALedgerWithoutMismatchColumns(t *testing.T) {
+	f := newFixture(t)
+	exec(t, f.db, `ALTER TABLE idempotency_keys DROP COLUMN mismatch_at, DROP COLUMN mismatch_fingerprint`)
+	r := f.run(t, "", false, nil, "inspect", "-scope", "acme", "-method", "Payments.Charge", "k1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "mismatch     not recorded: the table lacks the mismatch_at and mismatch_fingerprint columns")
+}
