@@ -16,6 +16,7 @@ var idemgenPackage = idemtest.Package{
 		{Name: "00003_idemgen_inline_payments.sql", SHA256: "9d75861ff0e8d7775ce82b9522db4b53a08c97d981556975f8bc9d53fededde6"},
 		{Name: "00004_idemgen_index_payments_idempotency_key_idx.sql", SHA256: "4825bd2bbfce9dedff07b70ac825a133254310f97b5a17d409f84a1f9f0f6cc6"},
 		{Name: "00005_idemgen_alter_idempotency_keys.sql", SHA256: "fb315d10c789e6294376637368e072f09b5e17c8aee4b04448a7c08862975cac"},
+		{Name: "00006_idemgen_alter_idempotency_keys.sql", SHA256: "6952e4c1334f2f65664017c51a7d052fe45c2938c861d65d1f787aa16846b6c5"},
 	}},
 }
 

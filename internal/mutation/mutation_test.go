@@ -497,6 +497,9 @@ func coreMutations() []mutation {
 				"so the stored response is never replayed and every retry runs the body again",
 			edits: []edit{
 				{"atomic.go", replayRead, "\tcase !r.expired && r.status != StatusDone:\n\t\tend = endReplayed\n"},
+				// The refusal of another request, which reads the row first,
+				// skips a done row too.
+				{"atomic.go", "\tcase !r.expired && mismatched(r, c):\n", "\tcase !r.expired && mismatched(r, c) && r.status != StatusDone:\n"},
 				{"queries.go", takeoverExpiredOnly, "WHERE %[3]s AND (%[4]s OR t.status = 'done')\nRETURNING fence`"},
 				{"queries.go", "WHERE %[3]s\n   OR (t.status = 'in_progress'",
 					"WHERE %[3]s OR t.status = 'done'\n   OR (t.status = 'in_progress'"},

@@ -116,6 +116,13 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 		// The key's row went before it could be read (swept, or the
 		// holder rolled back): try again.
 		return zero, errRowVanished
+	case !r.expired && mismatched(r, c):
+		// The refusal is recorded with this transaction's COMMIT, in
+		// place of its ROLLBACK (mismatch.go).
+		if s.recordMismatchTx(ctx, t, c, r) {
+			end = endCommitted
+		}
+		return settle(ctx, s, m, c, r)
 	case !r.expired:
 		end = endReplayed
 		// The answer is already the caller's: end the read-only
@@ -417,6 +424,10 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 	case !found:
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
 	case !r.expired:
+		if mismatched(r, c) {
+			// Recorded outside the caller's transaction (mismatch.go).
+			s.recordMismatchBehind(ctx, c, r)
+		}
 		if replaysOutcome(r, c) && r.syncRep {
 			if err := s.confirmInTx(ctx, t, c); err != nil {
 				return zero, err

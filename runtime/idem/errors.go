@@ -17,7 +17,10 @@ var (
 	// refused request, never as the ledger being unavailable.
 	ErrInvalidScope = errors.New("idem: invalid idempotency scope")
 	// ErrMismatch is returned (wrapped in a *MismatchError) when a key is reused
-	// with a request whose fingerprint differs from the one stored.
+	// with a request whose fingerprint differs from the one stored. In ledger
+	// modes the refusal is recorded on the key's row (its time and the
+	// refused fingerprint, which idemledger inspect shows); a record that
+	// fails is logged and changes no answer.
 	ErrMismatch = errors.New("idem: idempotency key reused with a different request")
 	// ErrInProgress is returned (wrapped in an *InProgressError) when another
 	// attempt holds the key's in-progress claim.

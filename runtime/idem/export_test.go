@@ -5,3 +5,7 @@ package idem
 // test runs the statement an earlier runtime sent beside today's, on one
 // ledger.
 func UseClaimStatement(s *Store, sql string) { s.q.claimNew = sql }
+
+// WaitMismatchRecords waits for the mismatches s records after the answer
+// (AtomicInTx, AtomicSQLInTx) to be written.
+func WaitMismatchRecords(s *Store) { s.records.Wait() }

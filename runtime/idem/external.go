@@ -168,6 +168,9 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 			return nil, zero, err
 		}
 	}
+	if mismatched(r, c) {
+		s.recordMismatch(ctx, c, r) // a statement of its own (mismatch.go)
+	}
 	out, err := settle(ctx, s, m, c, r)
 	return nil, out, err
 }

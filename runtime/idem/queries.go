@@ -8,7 +8,7 @@ import "fmt"
 // Tests pass a time to step past windows without sleeping. Scope, method and
 // key follow as $2..$4, or as $1..$3 in statements that need no time.
 type queries struct {
-	read, claimNew, takeover, finish, claimExternal, finishExternal, release, extend, step, stepLegacy, sweep string
+	read, claimNew, takeover, finish, claimExternal, finishExternal, release, extend, step, stepLegacy, sweep, mismatch string
 }
 
 func newQueries(table string) queries {
@@ -134,6 +134,19 @@ WHERE %[3]s AND fence = $5 AND intention IS NOT DISTINCT FROM $7::uuid AND statu
 WHERE %[2]s AND fence = $4 AND intention IS NOT DISTINCT FROM $7::uuid AND status = 'in_progress'`, table, pk1),
 		stepLegacy: fmt.Sprintf(`UPDATE %[1]s SET steps = jsonb_set(steps, ARRAY[$5::text], $6::jsonb)
 WHERE %[2]s AND fence = $4 AND intention IS NOT DISTINCT FROM $7::uuid AND status = 'in_progress'`, table, pk1),
+
+		// mismatch: records the request last refused for another
+		// fingerprint ($7) on the row the refusal read (its fence $5 and
+		// intention $6: a row taken over or reused since is left as is).
+		// It never waits for a row lock (a row another statement holds at
+		// that moment is left as is), and its commit waits neither for the
+		// disk nor for a synchronous standby (synchronous_commit off, for
+		// this transaction only): the record is for operators, and a crash
+		// that loses it loses no answer.
+		mismatch: fmt.Sprintf(`UPDATE %[1]s AS t SET mismatch_at = %[2]s, mismatch_fingerprint = $7
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_wait
+WHERE (t.scope, t.method, t.key) = (SELECT scope, method, key FROM %[1]s
+    WHERE %[3]s AND fence = $5 AND intention IS NOT DISTINCT FROM $6::uuid FOR UPDATE SKIP LOCKED)`, table, now, pk),
 
 		// sweep: one batch of expired rows, oldest first, skipping rows a
 		// claim holds, so live traffic is never blocked by cleanup. A row

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -182,6 +183,10 @@ type Store struct {
 	recent *recentDurations // body durations per method, for RetryAfter
 	inline *inlineSweepers  // inline methods the janitor sweeps (RegisterInline)
 	behind chan struct{}    // places for replays' rollbacks sent after the answer (afterAnswer)
+	// recording bounds the mismatches recorded after the answer
+	// (recordMismatchBehind); records counts them until they end.
+	recording chan struct{}
+	records   sync.WaitGroup
 	// pause waits between sweep batches; tests replace it.
 	pause func(ctx context.Context, d time.Duration) error
 }
@@ -236,7 +241,7 @@ func newStore(opts []Option, check func(config) error) (*Store, error) {
 		return nil, err
 	}
 	return &Store{cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted()), recent: &recentDurations{}, inline: &inlineSweepers{},
-		behind: make(chan struct{}, maxBehind), pause: sleepCtx}, nil
+		behind: make(chan struct{}, maxBehind), recording: make(chan struct{}, maxRecording), pause: sleepCtx}, nil
 }
 
 func (c config) validate() error {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -200,7 +202,7 @@ func TestListAndStats(t *testing.T) {
 	assert.Equal(t, []string{"idempotency_keys:old", "orders:o0"}, expired)
 	r = f.run(t, "", false, nil, "list")
 	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "IN PROGRESS (oldest first): 3")
+	assert.Contains(t, r.stdout, "IN PROGRESS (oldest first): all 3")
 	assert.Contains(t, r.stdout, "expired: a retry takes over")
 
 	r = f.run(t, "", false, nil, "stats", "-json")
@@ -357,4 +359,226 @@ VALUES ('acme', 'example.com/billing.Invoices.Send', 'k1', '\x01', 'done', now()
 	assert.Zero(t, left)
 	r = f.run(t, "", false, nil, "inspect", "-scope", "acme", "-method", "Payments.Charge", "k1")
 	assert.Equal(t, idemledger.ExitOK, r.code, "the public ledger's key is untouched")
+}
+
+// list says how many rows it shows of how many, and when it cut a list;
+// the totals count every row, not the rows shown.
+func TestListCountsWhatItCuts(t *testing.T) {
+	f := newFixture(t)
+	r := f.run(t, "", false, nil, "list")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "IN PROGRESS (oldest first): all 3\n")
+	assert.Contains(t, r.stdout, "EXPIRED, WAITING FOR THE SWEEP (longest first): all 2\n")
+
+	r = f.run(t, "", false, nil, "list", "-limit", "1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "IN PROGRESS (oldest first): 1 of 3, cut at -limit 1\n")
+	assert.Contains(t, r.stdout, "EXPIRED, WAITING FOR THE SWEEP (longest first): 1 of 2, cut at -limit 1\n")
+	assert.Contains(t, r.stdout, `"stuck"`)
+	assert.NotContains(t, r.stdout, `"live"`, "the newest claim is cut")
+	assert.NotContains(t, r.stdout, `"o0"`, "the inline key expired last is cut: one row across both tables")
+
+	r = f.run(t, "", false, nil, "list", "-limit", "0")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Equal(t, "IN PROGRESS: 3 (not listed: -limit 0)\n\nEXPIRED, WAITING FOR THE SWEEP: 2 (not listed: -limit 0)\n", r.stdout)
+
+	r = f.run(t, "", false, nil, "list", "-json", "-limit", "0")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	var l idemledger.Listing
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &l))
+	assert.Equal(t, int64(3), l.InProgressTotal)
+	assert.Equal(t, int64(2), l.ExpiredTotal)
+	assert.Empty(t, l.InProgress)
+	assert.Empty(t, l.Expired)
+
+	exec(t, f.db, `INSERT INTO idempotency_keys (scope, method, key, fingerprint, status, created_at, expires_at, locked_until)
+SELECT 'acme', 'example.com/shop.Payments.Payout', 'bulk-' || i, '\x04', 'in_progress', now() - interval '1 minute', now() + interval '1 day', now() + interval '1 hour'
+FROM generate_series(1, 3211) AS i`)
+	exec(t, f.db, `DELETE FROM orders WHERE idempotency_key = 'o0'`)
+	r = f.run(t, "", false, nil, "list")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "IN PROGRESS (oldest first): 50 of 3,214, cut at -limit 50\n")
+	assert.Contains(t, r.stdout, "EXPIRED, WAITING FOR THE SWEEP (longest first): all 1\n")
+	assert.Equal(t, 50+2+1+2, strings.Count(r.stdout, "\n")-1, "50 claims, a header line for each list and its columns, one expired key, the blank line")
+
+	r = f.run(t, "", false, nil, "list", "-table", "orders")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "IN PROGRESS: none\n")
+	assert.Contains(t, r.stdout, "EXPIRED, WAITING FOR THE SWEEP: none\n")
+}
+
+// Every failure is one line on stderr with its exit status; -h lists the
+// statuses.
+func TestFailuresAreOneLine(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"list", "-limit", "-5"}, idemledger.ExitUsage, "idemledger: list: -limit -5: want 0 (the totals only) or more\n"},
+		{[]string{"stats", "-bogus"}, idemledger.ExitUsage, "idemledger: stats: flag provided but not defined: -bogus (idemledger stats -h lists its flags)\n"},
+		{[]string{"list", "-limit", "many"}, idemledger.ExitUsage, `idemledger: list: invalid value "many" for flag -limit: parse error (idemledger list -h lists its flags)` + "\n"},
+		{[]string{"inspect", "-scope", "acme", "nosuch"}, idemledger.ExitNotFound, `idemledger: no key "nosuch" in scope "acme"` + "\n"},
+		{[]string{"frobnicate"}, idemledger.ExitUsage, `idemledger: unknown command "frobnicate": use inspect, list, stats, release or delete` + "\n"},
+	} {
+		r := f.run(t, "", false, nil, tc.args...)
+		assert.Equal(t, tc.code, r.code, tc.args)
+		assert.Equal(t, tc.want, r.stderr, tc.args)
+		assert.Empty(t, r.stdout, tc.args)
+	}
+
+	r := f.run(t, "", false, nil, "list", "-h")
+	assert.Equal(t, idemledger.ExitOK, r.code)
+	for _, want := range []string{"Usage:\n\tidemledger list    [-limit N]\n", "-limit int", "Exit status:", "3  no such key", "5  inspect -request"} {
+		assert.Contains(t, r.stderr, want)
+	}
+	r = f.run(t, "", false, nil, "-h")
+	assert.Equal(t, idemledger.ExitOK, r.code)
+	assert.Contains(t, r.stderr, "2  misuse")
+}
+
+// The statuses survive as a process's exit status when the command runs as
+// a binary (what `go tool idemledger` runs; `go run` would report 1).
+func TestBinaryExitStatus(t *testing.T) {
+	f := newFixture(t)
+	bin := filepath.Join(t.TempDir(), "idemledger")
+	build := osexec.Command("go", "build", "-o", bin, "github.com/idemgen/idemgen/cmd/idemledger")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"inspect", "-scope", "acme", "nosuch"}, idemledger.ExitNotFound},
+		{[]string{"list", "-limit", "-5"}, idemledger.ExitUsage},
+		{[]string{"release", "-scope", "acme", "-yes", "live"}, idemledger.ExitRefused},
+		{[]string{"list", "-limit", "1"}, idemledger.ExitOK},
+	} {
+		cmd := osexec.Command(bin, tc.args...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+f.url)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		var ee *osexec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		assert.Equal(t, tc.code, code, "%v: %s", tc.args, stderr.String())
+		assert.LessOrEqual(t, strings.Count(stderr.String(), "\n"), 1, tc.args)
+	}
+}
+
+// RefundRequest is a request with a nested field and one the fingerprint
+// leaves out.
+type RefundRequest struct {
+	Amount int64  `json:"amount"`
+	Card   Card   `json:"card"`
+	Note   string `json:"note"` // idem:"-": not fingerprinted
+}
+
+// Card is nested in RefundRequest.
+type Card struct {
+	Number string `json:"number"`
+	Expiry string `json:"expiry"`
+}
+
+const refundName = "example.com/shop.Payments.Refund"
+
+func fingerprintRefund(req RefundRequest) []byte {
+	f := idem.NewFingerprinter(refundName)
+	f.Field("Amount")
+	f.Int(req.Amount)
+	f.Field("Card.Number")
+	f.String(req.Card.Number)
+	f.Field("Card.Expiry")
+	f.String(req.Card.Expiry)
+	return f.Sum()
+}
+
+// refund runs the Refund method on the fixture's database with key k in
+// scope acme.
+func (f *fixture) refund(t *testing.T, req RefundRequest) error {
+	t.Helper()
+	s, err := idem.NewStore(f.db.Pool)
+	require.NoError(t, err)
+	ctx := idem.ContextWithScope(idem.ContextWithKey(context.Background(), "r1"), "acme")
+	_, err = idem.Atomic(ctx, s, &idem.Method[Receipt]{Name: refundName}, fingerprintRefund(req), func(context.Context, pgx.Tx) (Receipt, error) {
+		return Receipt{ID: 9, Amount: req.Amount}, nil
+	})
+	return err
+}
+
+// inspect shows the last mismatch the ledger recorded beside the stored
+// fingerprint; two -request files name the fields that differ, as the
+// method fingerprints them.
+func TestInspectShowsTheLastMismatch(t *testing.T) {
+	f := newFixture(t)
+	first := RefundRequest{Amount: 100, Card: Card{Number: "4242", Expiry: "12/30"}, Note: "first"}
+	retry := RefundRequest{Amount: 150, Card: Card{Number: "4343", Expiry: "12/30"}, Note: "again"}
+	require.NoError(t, f.refund(t, first))
+	r := f.run(t, "", false, nil, "inspect", "-scope", "acme", "r1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "mismatch     none recorded")
+
+	require.ErrorIs(t, f.refund(t, retry), idem.ErrMismatch)
+	r = f.run(t, "", false, nil, "inspect", "-json", "-scope", "acme", "r1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	var keys []idemledger.Key
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &keys))
+	require.Len(t, keys, 1)
+	require.NotNil(t, keys[0].LastMismatch)
+	assert.Equal(t, string(mustHex(fingerprintRefund(retry))), keys[0].LastMismatch.Fingerprint)
+	assert.Equal(t, string(mustHex(fingerprintRefund(first))), keys[0].Fingerprint)
+	assert.False(t, keys[0].LastMismatch.Earlier)
+	assert.WithinDuration(t, keys[0].Now, keys[0].LastMismatch.At, time.Hour, "recorded by the database's clock")
+
+	fps := []idemledger.Option{idemledger.WithFingerprint(refundName, idemledger.JSONRequest(fingerprintRefund))}
+	firstFile := requestFile(t, `{"amount": 100, "card": {"number": "4242", "expiry": "12/30"}, "note": "first"}`)
+	retryFile := requestFile(t, `{"amount": 150, "card": {"number": "4343", "expiry": "12/30"}, "note": "again"}`)
+	r = f.run(t, "", false, fps, "inspect", "-scope", "acme", "-request", firstFile, "-request", retryFile, "r1")
+	assert.Equal(t, idemledger.ExitMismatch, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "mismatch     last at ")
+	assert.Contains(t, r.stdout, firstFile+" fingerprints to "+string(mustHex(fingerprintRefund(first)))+": equal, a retry with it REPLAYS")
+	assert.Contains(t, r.stdout, retryFile+" fingerprints to "+string(mustHex(fingerprintRefund(retry)))+": MISMATCH")
+	assert.Contains(t, r.stdout, "it is the request last refused")
+	assert.Contains(t, r.stdout, "differs      amount, card.number: the fields of "+retryFile+" that change the fingerprint of "+firstFile)
+
+	r = f.run(t, "", false, fps, "inspect", "-json", "-scope", "acme", "-request", firstFile, "-request", retryFile, "r1")
+	assert.Equal(t, idemledger.ExitMismatch, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &keys))
+	assert.Equal(t, []string{"amount", "card.number"}, keys[0].Differs, "note is not fingerprinted; expiry is equal")
+	assert.True(t, keys[0].Request2.LastRefused)
+	assert.False(t, keys[0].Request.LastRefused)
+
+	exec(t, f.db, `UPDATE idempotency_keys SET created_at = mismatch_at + interval '1 second' WHERE key = 'r1'`)
+	r = f.run(t, "", false, nil, "inspect", "-scope", "acme", "r1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "before the row's current request was claimed (it refused the key's previous use)")
+
+	r = f.run(t, "", false, fps, "inspect", "-scope", "acme", "-request", retryFile, "r1")
+	assert.Equal(t, idemledger.ExitMismatch, r.code)
+	assert.Contains(t, r.stdout, "to name the fields, pass the first request too: -request FIRST -request "+retryFile)
+
+	noteOnly := requestFile(t, `{"amount": 100, "card": {"number": "4242", "expiry": "12/30"}, "note": "changed"}`)
+	r = f.run(t, "", false, fps, "inspect", "-scope", "acme", "-request", firstFile, "-request", noteOnly, "r1")
+	assert.Equal(t, idemledger.ExitOK, r.code, "a field the fingerprint leaves out replays: %s", r.stderr)
+	assert.NotContains(t, r.stdout, "differs")
+
+	r = f.run(t, "", false, fps, "inspect", "-scope", "acme", "-request", firstFile, "-request", retryFile, "-request", noteOnly, "r1")
+	assert.Equal(t, idemledger.ExitUsage, r.code)
+	assert.Equal(t, "idemledger: inspect: -request given 3 times: give it once (would it replay?) or twice (which fields differ?)\n", r.stderr)
+}
+
+// A ledger migrated by an earlier idemgen has no mismatch columns: inspect
+// says so instead of failing.
+func TestInspectOnALedgerWithoutMismatchColumns(t *testing.T) {
+	f := newFixture(t)
+	exec(t, f.db, `ALTER TABLE idempotency_keys DROP COLUMN mismatch_at, DROP COLUMN mismatch_fingerprint`)
+	r := f.run(t, "", false, nil, "inspect", "-scope", "acme", "-method", "Payments.Charge", "k1")
+	require.Equal(t, idemledger.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "mismatch     not recorded: the table lacks the mismatch_at and mismatch_fingerprint columns")
 }

@@ -14,29 +14,51 @@ import (
 
 // Key is one key as inspect reports it (-json prints it as is).
 type Key struct {
-	Table       string          `json:"table"`
-	Mode        string          `json:"mode"` // ledger or inline
-	Scope       string          `json:"scope"`
-	Method      string          `json:"method,omitempty"` // ledger rows only
-	Key         string          `json:"key"`
-	Status      string          `json:"status"` // in_progress or done (inline keys are always done)
-	State       string          `json:"state"`  // what a retry with the key meets now, in words
-	Fingerprint string          `json:"fingerprint"`
-	CreatedAt   time.Time       `json:"created_at"`
-	ExpiresAt   time.Time       `json:"expires_at"`
-	Expired     bool            `json:"expired"` // waiting for the sweep
-	LockedUntil *time.Time      `json:"locked_until,omitempty"`
-	LockLive    bool            `json:"lock_live"`
-	Fence       int64           `json:"fence,omitempty"`
-	Intention   string          `json:"intention,omitempty"`
-	Steps       json.RawMessage `json:"steps,omitempty"`
-	Response    *Response       `json:"response,omitempty"`
-	Error       *StoredError    `json:"error,omitempty"`
-	Request     *RequestCheck   `json:"request,omitempty"`
-	Now         time.Time       `json:"now"` // the database's clock when the row was read
+	Table       string `json:"table"`
+	Mode        string `json:"mode"` // ledger or inline
+	Scope       string `json:"scope"`
+	Method      string `json:"method,omitempty"` // ledger rows only
+	Key         string `json:"key"`
+	Status      string `json:"status"` // in_progress or done (inline keys are always done)
+	State       string `json:"state"`  // what a retry with the key meets now, in words
+	Fingerprint string `json:"fingerprint"`
+	// LastMismatch is the last request refused with the key for another
+	// fingerprint, when the ledger recorded one.
+	LastMismatch *Mismatch       `json:"last_mismatch,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	ExpiresAt    time.Time       `json:"expires_at"`
+	Expired      bool            `json:"expired"` // waiting for the sweep
+	LockedUntil  *time.Time      `json:"locked_until,omitempty"`
+	LockLive     bool            `json:"lock_live"`
+	Fence        int64           `json:"fence,omitempty"`
+	Intention    string          `json:"intention,omitempty"`
+	Steps        json.RawMessage `json:"steps,omitempty"`
+	Response     *Response       `json:"response,omitempty"`
+	Error        *StoredError    `json:"error,omitempty"`
+	Request      *RequestCheck   `json:"request,omitempty"`
+	Request2     *RequestCheck   `json:"request2,omitempty"` // the second -request
+	// Differs names the fields of the second -request that change the
+	// first's fingerprint (JSON names, nested ones with dots).
+	Differs []string  `json:"differs,omitempty"`
+	Now     time.Time `json:"now"` // the database's clock when the row was read
 
 	fp  []byte
 	tid ledger.Ident
+	// mismatches: the table records mismatches (see table.mismatches).
+	mismatches bool
+	// mismatchFP is the recorded mismatch's fingerprint.
+	mismatchFP []byte
+}
+
+// Mismatch is the last request refused with a key for another fingerprint
+// (idem.ErrMismatch, HTTP 422), as the ledger recorded it.
+type Mismatch struct {
+	At          time.Time `json:"at"`
+	Fingerprint string    `json:"fingerprint"` // the refused request's
+	// Earlier: the refusal came before the row's current request was
+	// claimed (the key was used again after its retention window since),
+	// so it refused the key's previous use.
+	Earlier bool `json:"earlier,omitempty"`
 }
 
 // Response is a stored response: JSON when it is JSON (the generated codec
@@ -59,6 +81,9 @@ type RequestCheck struct {
 	File        string `json:"file"`
 	Fingerprint string `json:"fingerprint"`
 	Verdict     string `json:"verdict"` // replay or mismatch
+	// LastRefused: the file is the request last refused with the key (its
+	// fingerprint is the recorded mismatch's).
+	LastRefused bool `json:"last_refused,omitempty"`
 }
 
 func newResponse(b []byte) *Response {
@@ -77,18 +102,23 @@ func newResponse(b []byte) *Response {
 // ledgerKeys reads the rows of a ledger table under (scope, key) whose
 // method matches method.
 func ledgerKeys(ctx context.Context, db *pgx.Conn, t table, scope, method, key string) ([]Key, error) {
+	mismatch := "NULL::timestamptz, NULL::bytea"
+	if t.mismatches {
+		mismatch = "mismatch_at, mismatch_fingerprint"
+	}
 	rows, err := db.Query(ctx, fmt.Sprintf(`SELECT scope, method, key, fingerprint, status, response, error_name, error_message,
-       steps::text, fence, created_at, expires_at, locked_until, intention::text, now()
-FROM %s WHERE scope = $1 AND key = $2 AND %s ORDER BY method`, t.id.Quoted(), methodMatches("$3")), scope, key, method)
+       steps::text, fence, created_at, expires_at, locked_until, intention::text, %s, now()
+FROM %s WHERE scope = $1 AND key = $2 AND %s ORDER BY method`, mismatch, t.id.Quoted(), methodMatches("$3")), scope, key, method)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", t.Name(), err)
 	}
 	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
-		k := Key{Table: t.Name(), Mode: t.Mode(), tid: t.id}
+		k := Key{Table: t.Name(), Mode: t.Mode(), tid: t.id, mismatches: t.mismatches}
 		var resp []byte
 		var errName, errMsg, steps, intention *string
+		var mismatchAt *time.Time
 		err := r.Scan(&k.Scope, &k.Method, &k.Key, &k.fp, &k.Status, &resp, &errName, &errMsg,
-			&steps, &k.Fence, &k.CreatedAt, &k.ExpiresAt, &k.LockedUntil, &intention, &k.Now)
+			&steps, &k.Fence, &k.CreatedAt, &k.ExpiresAt, &k.LockedUntil, &intention, &mismatchAt, &k.mismatchFP, &k.Now)
 		if err != nil {
 			return k, err
 		}
@@ -100,6 +130,9 @@ FROM %s WHERE scope = $1 AND key = $2 AND %s ORDER BY method`, t.id.Quoted(), me
 			k.Steps = json.RawMessage(*steps)
 		}
 		k.Intention = deref(intention)
+		if mismatchAt != nil {
+			k.LastMismatch = &Mismatch{At: *mismatchAt, Fingerprint: hex.EncodeToString(k.mismatchFP), Earlier: mismatchAt.Before(k.CreatedAt)}
+		}
 		k.settle()
 		return k, nil
 	})

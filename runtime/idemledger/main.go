@@ -93,18 +93,33 @@ func fail(code int, format string, args ...any) error {
 const usage = `idemledger looks into idempotency keys and releases or deletes one.
 
 Usage:
-	idemledger inspect [-scope S] [-method M] [-request FILE] KEY
-	idemledger list    [-limit N]
-	idemledger stats
-	idemledger release -scope S [-method M] [-force] [-yes] KEY
-	idemledger delete  -scope S [-method M] [-force] [-yes] KEY
-
+` + synopsis + `
 Every command takes -db URL (default $DATABASE_URL), -table NAME (only that
 table), -json, -timeout (default 30s) and -retention (inline keys; default 24h).
 Flags come before the key. Run idemledger COMMAND -h for its flags.
 
-Exit status: 0 done, 1 error, 2 misuse, 3 no such key, 4 refused,
-5 the -request does not match the key.
+` + exitStatuses
+
+// synopsis is one line per command.
+const synopsis = `	idemledger inspect [-scope S] [-method M] [-request FILE [-request FILE]] KEY
+	idemledger list    [-limit N]
+	idemledger stats
+	idemledger release -scope S [-method M] [-force] [-yes] KEY
+	idemledger delete  -scope S [-method M] [-force] [-yes] KEY
+`
+
+// exitStatuses ends every help text. Run the command as a binary (go tool
+// idemledger, or one go install built): go run reports any failure of the
+// program it ran as its own exit status 1.
+const exitStatuses = `Exit status:
+	0  done; inspect found the key (and every -request would replay)
+	1  an error: the database, a file, a fingerprint this binary does not have
+	2  misuse: unknown command or flag, a bad flag value, a missing argument,
+	   a key several methods hold
+	3  no such key
+	4  refused: a live lock without -force, not confirmed, no -yes without a
+	   terminal, the row changed meanwhile
+	5  inspect -request: a request does not match the key's fingerprint
 `
 
 // Main runs the command with args (without the program name) and returns
@@ -124,13 +139,19 @@ func Main(ctx context.Context, args []string, opts ...Option) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		if ee.msg != "" {
-			fmt.Fprintln(e.stderr, "idemledger: "+ee.msg)
+			fmt.Fprintln(e.stderr, "idemledger: "+oneLine(ee.msg))
 		}
 		return ee.code
 	default:
-		fmt.Fprintln(e.stderr, "idemledger: "+err.Error())
+		fmt.Fprintln(e.stderr, "idemledger: "+oneLine(err.Error()))
 		return ExitError
 	}
+}
+
+// oneLine keeps a failure to one line of stderr, whatever its cause's
+// message holds.
+func oneLine(msg string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", " ")), " ")
 }
 
 func stdinIsTerminal() bool {
@@ -189,13 +210,18 @@ func (e *env) run(ctx context.Context, args []string) error {
 	if !ok {
 		return fail(ExitUsage, "unknown command %q: use inspect, list, stats, release or delete", args[0])
 	}
-	fs.SetOutput(e.stderr)
+	// The flag package would print the usage after every error, and the
+	// error before it: the command prints the usage for -h only, and an
+	// error once, on one line.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	c.register(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			e.commandUsage(fs)
 			return err
 		}
-		return fail(ExitUsage, "%s: %v", args[0], err)
+		return fail(ExitUsage, "%s: %v (idemledger %s -h lists its flags)", args[0], err, args[0])
 	}
 	url := c.db
 	if url == "" {
@@ -212,6 +238,20 @@ func (e *env) run(ctx context.Context, args []string) error {
 	}
 	defer db.Close(context.WithoutCancel(ctx))
 	return do(ctx, db, fs.Args())
+}
+
+// commandUsage prints a command's help: its synopsis, its flags and the exit
+// statuses.
+func (e *env) commandUsage(fs *flag.FlagSet) {
+	for _, line := range strings.Split(synopsis, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[1] == fs.Name() {
+			fmt.Fprintf(e.stderr, "Usage:\n%s\n\nFlags:\n", line)
+		}
+	}
+	fs.SetOutput(e.stderr)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprint(e.stderr, "\n"+exitStatuses)
 }
 
 // connect opens one connection whose statements are bounded by timeout and

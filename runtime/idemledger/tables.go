@@ -14,6 +14,10 @@ import (
 type table struct {
 	id     ledger.Ident
 	inline bool
+	// mismatches: the ledger records the last mismatch on a key (its
+	// mismatch_at and mismatch_fingerprint columns, which a ledger
+	// migrated by an earlier idemgen lacks).
+	mismatches bool
 }
 
 // Name is the table's name, without the public schema.
@@ -35,6 +39,8 @@ func (t table) Mode() string {
 var (
 	ledgerColumns = []string{"scope", "method", "key", "fingerprint", "status", "expires_at", "locked_until", "fence", "steps"}
 	inlineColumns = []string{ledger.InlineKeyColumn, ledger.InlineScopeColumn, ledger.InlineFingerprintColumn, ledger.InlineClaimedAtColumn}
+	// mismatchColumns record the last mismatch on a ledger's key.
+	mismatchColumns = []string{"mismatch_at", "mismatch_fingerprint"}
 )
 
 // findTables returns the ledger tables, then the inline tables, each sorted
@@ -56,18 +62,21 @@ func findTables(ctx context.Context, db *pgx.Conn, only string) ([]table, error)
 		cols   []string
 		inline bool
 	}{{ledgerColumns, false}, {inlineColumns, true}} {
-		rows, err := db.Query(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		rows, err := db.Query(ctx, `SELECT n.nspname, c.relname,
+       (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY($4)) = cardinality($4)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND ($3 = '' OR c.relname = $3 AND (n.nspname = $2 OR $2 = '' AND pg_table_is_visible(c.oid)))
   AND (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY($1)) = cardinality($1)
-ORDER BY n.nspname, c.relname`, mode.cols, onlyID.Schema, onlyID.Name)
+ORDER BY n.nspname, c.relname`, mode.cols, onlyID.Schema, onlyID.Name, mismatchColumns)
 		if err != nil {
 			return nil, fmt.Errorf("find the tables: %w", err)
 		}
 		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (table, error) {
 			var schema, name string
-			err := r.Scan(&schema, &name)
-			return table{id: ledger.Ident{Schema: schema, Name: name}, inline: mode.inline}, err
+			var mismatches bool
+			err := r.Scan(&schema, &name, &mismatches)
+			return table{id: ledger.Ident{Schema: schema, Name: name}, inline: mode.inline, mismatches: mismatches && !mode.inline}, err
 		})
 		if err != nil {
 			return nil, fmt.Errorf("find the tables: %w", err)

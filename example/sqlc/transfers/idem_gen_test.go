@@ -14,6 +14,7 @@ var idemgenPackage = idemtest.Package{
 	Table: "idempotency_keys",
 	Migrations: idemtest.Migrations{Dir: "migrations", Format: "goose", Generated: []idemtest.GeneratedFile{
 		{Name: "00002_idemgen_create_idempotency_keys.sql", SHA256: "998295106991ed63e93a99a00457d6916a2337aa65e17e185c688177b6cf6935"},
+		{Name: "00003_idemgen_alter_idempotency_keys.sql", SHA256: "bb6ea4edfd81bda801b4b6aaf41cf7360c0e08a0b81bb5f96cb266ca4acc545e"},
 	}},
 }
 

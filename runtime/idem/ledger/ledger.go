@@ -166,6 +166,8 @@ func New(table string) (Schema, error) {
 			{Name: "expires_at", Type: "timestamptz", NotNull: true, Comment: "end of the retention window; a later request with the key is new"},
 			{Name: "locked_until", Type: "timestamptz", Comment: "in-progress lock expiry (external mode); a retry after it takes over"},
 			{Name: "intention", Type: "uuid", Comment: "the request the row records: kept by takeovers, new when the key is reused after its retention window; downstream keys and the fencing token derive from it"},
+			{Name: "mismatch_at", Type: "timestamptz", Comment: "when a request with this key was last refused for another fingerprint (idem.ErrMismatch, HTTP 422); written by that refusal only"},
+			{Name: "mismatch_fingerprint", Type: "bytea", Comment: "the fingerprint of the request last refused, for operators to set beside the stored one"},
 		},
 		Key: []string{"scope", "method", "key"},
 		Indexes: []Index{

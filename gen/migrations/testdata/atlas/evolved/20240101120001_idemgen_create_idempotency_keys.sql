@@ -20,7 +20,7 @@
 -- a retry of a request made before the rollback runs the method again. By hand:
 -- DROP TABLE IF EXISTS "idempotency_keys";
 --
--- idemgen: v=1 format=atlas table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,fence,created_at,expires_at,intention storage=
+-- idemgen: v=1 format=atlas table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,fence,created_at,expires_at,intention,mismatch_at,mismatch_fingerprint storage=
 
 -- Atlas runs this migration in one transaction: it applies whole or not at all,
 -- so a failed run can simply be run again. squawk cannot see that transaction.
@@ -44,6 +44,8 @@ CREATE TABLE "idempotency_keys" (
     "created_at" timestamptz NOT NULL DEFAULT now(),
     "expires_at" timestamptz NOT NULL,
     "intention" uuid,
+    "mismatch_at" timestamptz,
+    "mismatch_fingerprint" bytea,
     CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope", "method", "key")
 );
 
@@ -61,3 +63,5 @@ COMMENT ON COLUMN "idempotency_keys"."fence" IS 'fencing token; bumped by every 
 COMMENT ON COLUMN "idempotency_keys"."created_at" IS 'when the key was first claimed';
 COMMENT ON COLUMN "idempotency_keys"."expires_at" IS 'end of the retention window; a later request with the key is new';
 COMMENT ON COLUMN "idempotency_keys"."intention" IS 'the request the row records: kept by takeovers, new when the key is reused after its retention window; downstream keys and the fencing token derive from it';
+COMMENT ON COLUMN "idempotency_keys"."mismatch_at" IS 'when a request with this key was last refused for another fingerprint (idem.ErrMismatch, HTTP 422); written by that refusal only';
+COMMENT ON COLUMN "idempotency_keys"."mismatch_fingerprint" IS 'the fingerprint of the request last refused, for operators to set beside the stored one';

@@ -29,7 +29,7 @@
 -- a retry of a request made before the rollback runs the method again. By hand:
 -- DROP TABLE IF EXISTS "idempotency_keys";
 --
--- idemgen: v=1 format=atlas table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,steps,fence,created_at,expires_at,locked_until,intention indexes=expires_at_idx storage=autovacuum_analyze_scale_factor:0.02,autovacuum_vacuum_insert_scale_factor:0.01,autovacuum_vacuum_scale_factor:0.01
+-- idemgen: v=1 format=atlas table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,steps,fence,created_at,expires_at,locked_until,intention,mismatch_at,mismatch_fingerprint indexes=expires_at_idx storage=autovacuum_analyze_scale_factor:0.02,autovacuum_vacuum_insert_scale_factor:0.01,autovacuum_vacuum_scale_factor:0.01
 
 -- Atlas runs this migration in one transaction: it applies whole or not at all,
 -- so a failed run can simply be run again. squawk cannot see that transaction.
@@ -55,6 +55,8 @@ CREATE TABLE "idempotency_keys" (
     "expires_at" timestamptz NOT NULL,
     "locked_until" timestamptz,
     "intention" uuid,
+    "mismatch_at" timestamptz,
+    "mismatch_fingerprint" bytea,
     CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope", "method", "key")
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02);
 
@@ -74,6 +76,8 @@ COMMENT ON COLUMN "idempotency_keys"."created_at" IS 'when the key was first cla
 COMMENT ON COLUMN "idempotency_keys"."expires_at" IS 'end of the retention window; a later request with the key is new';
 COMMENT ON COLUMN "idempotency_keys"."locked_until" IS 'in-progress lock expiry (external mode); a retry after it takes over';
 COMMENT ON COLUMN "idempotency_keys"."intention" IS 'the request the row records: kept by takeovers, new when the key is reused after its retention window; downstream keys and the fencing token derive from it';
+COMMENT ON COLUMN "idempotency_keys"."mismatch_at" IS 'when a request with this key was last refused for another fingerprint (idem.ErrMismatch, HTTP 422); written by that refusal only';
+COMMENT ON COLUMN "idempotency_keys"."mismatch_fingerprint" IS 'the fingerprint of the request last refused, for operators to set beside the stored one';
 
 -- Lets the sweeper find expired rows without scanning the table. The table was
 -- created empty in this transaction: a plain build is instant and blocks no

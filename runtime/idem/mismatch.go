@@ -1,0 +1,103 @@
+package idem
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The ledger records the last mismatch on a key: when a request with the key
+// was refused for another fingerprint, and that fingerprint (the row's
+// mismatch_at and mismatch_fingerprint columns), so that an operator asked
+// about a 422 can see it beside the stored fingerprint (idemledger inspect).
+//
+// It is one write, on the mismatch path only; the claim and the replay
+// write nothing more. It never joins a transaction the caller owns, so it
+// can neither break one nor vanish with its rollback:
+//
+//   - Atomic and AtomicSQL: the refusal read the row in the attempt's own
+//     transaction, which has written nothing; the record goes out with its
+//     COMMIT (in one round trip on pgx, two on database/sql) instead of the
+//     ROLLBACK it would have had.
+//   - External: the refusal read the row outside any transaction; the
+//     record is one statement of its own.
+//   - AtomicInTx and AtomicSQLInTx: the refusal read the row in the
+//     caller's transaction, which the record stays out of (the caller
+//     probably rolls it back on the error). It is written on another
+//     connection of the store's, after the answer, in the background, at
+//     most maxRecording at once (past that, a refusal is logged and not
+//     recorded): the caller's transaction may hold the pool's last
+//     connection until it ends.
+//
+// A record that fails changes no answer: the caller gets the
+// *MismatchError all the same, and the failure is logged (on a ledger
+// migrated by an earlier idemgen, which lacks the two columns, the log says
+// which migration adds them).
+
+// maxRecording is how many mismatches a store records at once in the
+// background (AtomicInTx, AtomicSQLInTx).
+const maxRecording = 2
+
+// mismatched reports whether r holds another request than c's.
+func mismatched(r ledgerRow, c call) bool {
+	return string(r.fingerprint) != string(c.fp)
+}
+
+// mismatchArgs are the mismatch statement's arguments for c refused by r.
+func (s *Store) mismatchArgs(c call, r ledgerRow) []any {
+	return []any{s.now(), c.scope, c.method, c.key, r.fence, r.intention, c.fp}
+}
+
+// recordMismatchTx records c's refusal in t, the attempt's own transaction,
+// and commits it. It reports whether the transaction committed (otherwise
+// it must be rolled back).
+func (s *Store) recordMismatchTx(ctx context.Context, t attemptTx, c call, r ledgerRow) bool {
+	tag, err := t.finish(ctx, s.q.mismatch, s.mismatchArgs(c, r), "COMMIT")
+	if err == nil && tag != "COMMIT" {
+		err = errors.New("the transaction was rolled back at commit (" + tag + ")")
+	}
+	s.mismatchNotRecorded(ctx, c, err)
+	return err == nil
+}
+
+// recordMismatch records c's refusal in a statement of its own on the
+// store's pool.
+func (s *Store) recordMismatch(ctx context.Context, c call, r ledgerRow) {
+	_, err := s.pool.Exec(ctx, s.q.mismatch, s.mismatchArgs(c, r)...)
+	s.mismatchNotRecorded(ctx, c, err)
+}
+
+// recordMismatchBehind records c's refusal on another connection, after
+// the answer, bounded by the finalise timeout: the caller's transaction
+// stays out of it.
+func (s *Store) recordMismatchBehind(ctx context.Context, c call, r ledgerRow) {
+	select {
+	case s.recording <- struct{}{}:
+	default:
+		s.cfg.logger.WarnContext(ctx, "idempotency mismatch not recorded in the ledger: other records are under way",
+			"method", c.method, "scope", c.scope, "key", c.key, "under_way", maxRecording)
+		return
+	}
+	s.records.Add(1)
+	go func() {
+		defer func() { <-s.recording; s.records.Done() }()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
+		defer cancel()
+		s.recordMismatch(rctx, c, r)
+	}()
+}
+
+// mismatchNotRecorded logs a record that failed (err not nil).
+func (s *Store) mismatchNotRecorded(ctx context.Context, c call, err error) {
+	if err == nil {
+		return
+	}
+	msg := "idempotency mismatch not recorded in the ledger (the caller got ErrMismatch all the same)"
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42703" {
+		msg = "idempotency mismatch not recorded: the ledger " + s.ledger.Table.String() +
+			" has no mismatch_at, mismatch_fingerprint columns; apply the migration idemgen generates for them (go generate, then your migration tool)"
+	}
+	s.cfg.logger.WarnContext(ctx, msg, "method", c.method, "scope", c.scope, "key", c.key, "err", err)
+}
