@@ -36,6 +36,12 @@
 // message changes it, and a retry sent across the change is refused as a
 // mismatch (idem.ErrMismatch), never answered from another request.
 //
+// The generated fingerprint of a request message that has an AIP-155
+// request_id (a string field of that name) leaves that field out: it is the
+// idempotency key (runtime/idemgrpc and runtime/idemconnect read it as
+// such), so a retry that sends the key in metadata instead is the same
+// request.
+//
 // [Version] is written first: it changes only when this encoding changes.
 //
 // # Responses

@@ -27,7 +27,10 @@ const anyName protoreflect.FullName = "google.protobuf.Any"
 // Fingerprint writes m into f by its populated fields in field-number
 // order (see the package doc): the fingerprint of a request argument or
 // field of a protobuf message type. A nil message is written as nil.
-func Fingerprint(f *idem.Fingerprinter, m proto.Message) {
+// Fields of m itself (not of its nested messages) named in omit are left
+// out: generated code names an AIP-155 request_id there, which is the
+// idempotency key, not part of the request.
+func Fingerprint(f *idem.Fingerprinter, m proto.Message, omit ...protoreflect.Name) {
 	f.String(versionTag)
 	f.Uint(Version)
 	if m == nil {
@@ -40,7 +43,7 @@ func Fingerprint(f *idem.Fingerprinter, m proto.Message) {
 		return
 	}
 	f.Ptr()
-	message(f, r)
+	message(f, r, omit)
 }
 
 // field is one populated field of a message.
@@ -53,7 +56,7 @@ type field struct {
 // then each field's number and value, by number. A message that holds
 // itself (a cycle of Go pointers) is written as a back reference where it
 // recurs (idem.Fingerprinter.Enter).
-func message(f *idem.Fingerprinter, r protoreflect.Message) {
+func message(f *idem.Fingerprinter, r protoreflect.Message, omit []protoreflect.Name) {
 	if r.Descriptor().FullName() == anyName {
 		anyMessage(f, r)
 		return
@@ -64,6 +67,9 @@ func message(f *idem.Fingerprinter, r protoreflect.Message) {
 	defer f.Leave()
 	var fields []field
 	r.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if !fd.IsExtension() && slices.Contains(omit, fd.Name()) {
+			return true
+		}
 		fields = append(fields, field{fd, v})
 		return true
 	})
@@ -134,7 +140,7 @@ func single(f *idem.Fingerprinter, fd protoreflect.FieldDescriptor, v protorefle
 			f.Nil()
 			return
 		}
-		message(f, m)
+		message(f, m, nil)
 	}
 }
 
@@ -173,7 +179,7 @@ func anyMessage(f *idem.Fingerprinter, r protoreflect.Message) {
 		if err := (proto.UnmarshalOptions{AllowPartial: true}).Unmarshal(raw, inner.Interface()); err == nil {
 			f.String("any")
 			f.String(url)
-			message(f, inner)
+			message(f, inner, nil)
 			return
 		}
 	}

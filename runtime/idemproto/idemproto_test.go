@@ -255,6 +255,19 @@ func TestFingerprintCycle(t *testing.T) {
 		fp(&testpb.Inner{Children: []*testpb.Inner{{Name: "s"}, {Name: "s"}}}), "a message met twice, not inside itself, is no cycle")
 }
 
+// TestFingerprintOmit: a field named in omit is left out of the message
+// itself, not of the messages it holds.
+func TestFingerprintOmit(t *testing.T) {
+	f := func(m proto.Message, omit ...protoreflect.Name) []byte {
+		fp := idem.NewFingerprinter("T.M")
+		idemproto.Fingerprint(fp, m, omit...)
+		return fp.Sum()
+	}
+	assert.Equal(t, f(&testpb.Order{Id: "a", Amount: 1}, "id"), f(&testpb.Order{Amount: 1}, "id"))
+	assert.NotEqual(t, f(&testpb.Order{Id: "a", Amount: 1}), f(&testpb.Order{Amount: 1}))
+	assert.NotEqual(t, f(&testpb.Inner{Children: []*testpb.Inner{{Name: "a"}}}, "name"), f(&testpb.Inner{Children: []*testpb.Inner{{}}}, "name"))
+}
+
 // TestFingerprintCompatibility holds the rules the package doc gives for
 // changing a .proto while keys are kept.
 func TestFingerprintCompatibility(t *testing.T) {

@@ -56,6 +56,10 @@ func (w *respWalk) failFix(pos token.Position, path string, t types.Type, why, f
 // value addressable there (behind a pointer, in a slice), which decides
 // whether a pointer-receiver MarshalJSON or MarshalText is called.
 func (w *respWalk) check(t types.Type, pos token.Position, path string, addressable bool) bool {
+	if protoPointer(t) || protoMessage(t) {
+		return w.failFix(pos, path, t, "it holds a protobuf message, which a response stored as JSON cannot carry (encoding/json drops the message's internal state, and writes oneofs and well-known types in another form than protobuf's)",
+			"return the message itself (*pb.M): a method whose response is a message stores it in protobuf's binary form; or copy its fields into plain ones")
+	}
 	if n, ok := types.Unalias(t).(*types.Named); ok {
 		obj := n.Obj()
 		if obj.Pkg() == nil {
