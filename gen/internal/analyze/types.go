@@ -248,6 +248,10 @@ func (w *fpWalk) named(t types.Type, u *types.Named, path string, fieldPath []st
 		w.b.e.Add(w.pos, "cannot fingerprint %s (%s): it is a protobuf message taken by value; %s", path, rel(t), w.b.byPointer(u))
 		return false
 	}
+	if p, isPtr := u.Underlying().(*types.Pointer); isPtr && protoMessage(p.Elem()) {
+		w.b.e.Add(w.pos, "cannot fingerprint %s (%s): it is a defined pointer type, which has none of the message's methods; use %s itself", path, rel(t), rel(p))
+		return false
+	}
 	if obj.Pkg().Path() == "time" && obj.Name() == "Time" {
 		w.hasTime = true
 		w.leaf(path, fieldPath, "")
