@@ -7,7 +7,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/idemgen/idemgen/example"
 	"github.com/idemgen/idemgen/example/grpcapi/paymentsv1"
 	"github.com/idemgen/idemgen/example/grpcapi/paymentsv1/paymentsv1connect"
 	"github.com/idemgen/idemgen/runtime/idemconnect"
@@ -18,7 +17,7 @@ import (
 // idemconnect.NewHandlerInterceptor with the caller's account as the
 // scope. Mount it on a mux beside the HTTP API; serve it over HTTP/2 (h2c
 // without TLS) for gRPC clients.
-func NewConnectHandler(svc *example.IdempotentPayments, opts ...connect.HandlerOption) (string, http.Handler) {
+func NewConnectHandler(svc *IdempotentPayments, opts ...connect.HandlerOption) (string, http.Handler) {
 	keys := idemconnect.NewHandlerInterceptor(idemconnect.HandlerConfig{Scope: func(_ context.Context, req connect.AnyRequest) (string, error) {
 		return account(req.Header().Values("Authorization"))
 	}})
@@ -27,45 +26,42 @@ func NewConnectHandler(svc *example.IdempotentPayments, opts ...connect.HandlerO
 }
 
 // connectService is the payments service over connect-go.
-type connectService struct{ svc *example.IdempotentPayments }
+type connectService struct{ svc *IdempotentPayments }
 
 // Charge implements paymentsv1connect.PaymentsServiceHandler.
 func (s *connectService) Charge(ctx context.Context, req *connect.Request[paymentsv1.ChargeRequest]) (*connect.Response[paymentsv1.Receipt], error) {
-	acct, err := account(req.Header().Values("Authorization"))
-	if err != nil {
+	if _, err := account(req.Header().Values("Authorization")); err != nil {
 		return nil, connect.NewError(connect.CodeUnauthenticated, err)
 	}
-	r, err := s.svc.Charge(ctx, chargeRequest(acct, req.Msg))
+	r, err := s.svc.Charge(ctx, req.Msg)
 	if err != nil {
 		return nil, connectError(err)
 	}
-	return connect.NewResponse(receipt(r)), nil
+	return connect.NewResponse(r), nil
 }
 
 // Refund implements paymentsv1connect.PaymentsServiceHandler.
 func (s *connectService) Refund(ctx context.Context, req *connect.Request[paymentsv1.RefundRequest]) (*connect.Response[paymentsv1.RefundReceipt], error) {
-	acct, err := account(req.Header().Values("Authorization"))
-	if err != nil {
+	if _, err := account(req.Header().Values("Authorization")); err != nil {
 		return nil, connect.NewError(connect.CodeUnauthenticated, err)
 	}
-	r, err := s.svc.Refund(ctx, refundRequest(acct, req.Msg))
+	r, err := s.svc.Refund(ctx, req.Msg)
 	if err != nil {
 		return nil, connectError(err)
 	}
-	return connect.NewResponse(refundReceipt(r)), nil
+	return connect.NewResponse(r), nil
 }
 
 // Payout implements paymentsv1connect.PaymentsServiceHandler.
 func (s *connectService) Payout(ctx context.Context, req *connect.Request[paymentsv1.PayoutRequest]) (*connect.Response[paymentsv1.PayoutReceipt], error) {
-	acct, err := account(req.Header().Values("Authorization"))
-	if err != nil {
+	if _, err := account(req.Header().Values("Authorization")); err != nil {
 		return nil, connect.NewError(connect.CodeUnauthenticated, err)
 	}
-	r, err := s.svc.Payout(ctx, payoutRequest(acct, req.Msg))
+	r, err := s.svc.Payout(ctx, req.Msg)
 	if err != nil {
 		return nil, connectError(err)
 	}
-	return connect.NewResponse(payoutReceipt(r)), nil
+	return connect.NewResponse(r), nil
 }
 
 // connectError maps the idempotency errors (idemconnect.Error) and the

@@ -133,7 +133,7 @@ func newEnv(t *testing.T, accounts ...string) *env {
 	t.Cleanup(bank.Close)
 	store, err := idem.NewStore(e.db.Pool)
 	require.NoError(t, err)
-	svc := example.NewIdempotentPayments(example.NewPayments(e.db.Pool, &example.Bank{BaseURL: bank.URL}), store)
+	svc := grpcapi.NewIdempotentPayments(grpcapi.NewPayments(example.NewPayments(e.db.Pool, &example.Bank{BaseURL: bank.URL})), store)
 
 	gs := grpcapi.NewGRPCServer(svc, grpc.ChainUnaryInterceptor(e.serverCalls.count))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -18,7 +18,7 @@ import (
 // registered behind idemgrpc.UnaryServerInterceptor, the caller's account
 // as the scope. opts are added after the interceptor (chain more with
 // grpc.ChainUnaryInterceptor).
-func NewGRPCServer(svc *example.IdempotentPayments, opts ...grpc.ServerOption) *grpc.Server {
+func NewGRPCServer(svc *IdempotentPayments, opts ...grpc.ServerOption) *grpc.Server {
 	keys := idemgrpc.UnaryServerInterceptor(idemgrpc.ServerConfig{Scope: func(ctx context.Context, _ string) (string, error) {
 		return grpcAccount(ctx)
 	}})
@@ -35,46 +35,43 @@ func grpcAccount(ctx context.Context) (string, error) {
 // grpcService is the payments service over grpc-go.
 type grpcService struct {
 	paymentsv1.UnimplementedPaymentsServiceServer
-	svc *example.IdempotentPayments
+	svc *IdempotentPayments
 }
 
 // Charge implements paymentsv1.PaymentsServiceServer.
 func (s *grpcService) Charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*paymentsv1.Receipt, error) {
-	acct, err := grpcAccount(ctx)
-	if err != nil {
+	if _, err := grpcAccount(ctx); err != nil {
 		return nil, status.Error(codes.Unauthenticated, err.Error())
 	}
-	r, err := s.svc.Charge(ctx, chargeRequest(acct, req))
+	r, err := s.svc.Charge(ctx, req)
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return receipt(r), nil
+	return r, nil
 }
 
 // Refund implements paymentsv1.PaymentsServiceServer.
 func (s *grpcService) Refund(ctx context.Context, req *paymentsv1.RefundRequest) (*paymentsv1.RefundReceipt, error) {
-	acct, err := grpcAccount(ctx)
-	if err != nil {
+	if _, err := grpcAccount(ctx); err != nil {
 		return nil, status.Error(codes.Unauthenticated, err.Error())
 	}
-	r, err := s.svc.Refund(ctx, refundRequest(acct, req))
+	r, err := s.svc.Refund(ctx, req)
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return refundReceipt(r), nil
+	return r, nil
 }
 
 // Payout implements paymentsv1.PaymentsServiceServer.
 func (s *grpcService) Payout(ctx context.Context, req *paymentsv1.PayoutRequest) (*paymentsv1.PayoutReceipt, error) {
-	acct, err := grpcAccount(ctx)
-	if err != nil {
+	if _, err := grpcAccount(ctx); err != nil {
 		return nil, status.Error(codes.Unauthenticated, err.Error())
 	}
-	r, err := s.svc.Payout(ctx, payoutRequest(acct, req))
+	r, err := s.svc.Payout(ctx, req)
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return payoutReceipt(r), nil
+	return r, nil
 }
 
 // grpcError maps the idempotency errors (idemgrpc.Error) and the service's

@@ -3,7 +3,6 @@ package grpcapi_test
 import (
 	"context"
 	crand "crypto/rand"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -21,11 +20,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/idemgen/idemgen/example"
 	"github.com/idemgen/idemgen/example/grpcapi/paymentsv1"
 	"github.com/idemgen/idemgen/example/grpcapi/paymentsv1/paymentsv1connect"
 	"github.com/idemgen/idemgen/runtime/idemconnect"
 	"github.com/idemgen/idemgen/runtime/idemgrpc"
+	"github.com/idemgen/idemgen/runtime/idemproto"
 )
 
 // caller is one client of the payments service, over one transport.
@@ -309,7 +308,9 @@ func count(t *testing.T, e *env, q string, args ...any) int {
 }
 
 // stored returns the responses the ledger stored for method, decoded.
-func stored[R any](t *testing.T, e *env, method string) []R {
+// stored returns the responses the ledger holds for method, decoded as
+// the generated wrapper decodes them (idemproto: the messages' binary form).
+func stored[R proto.Message](t *testing.T, e *env, method string) []R {
 	t.Helper()
 	rows, err := e.db.Pool.Query(context.Background(), `SELECT response FROM idempotency_keys WHERE method = $1 AND status = 'done'`, method)
 	require.NoError(t, err)
@@ -318,8 +319,8 @@ func stored[R any](t *testing.T, e *env, method string) []R {
 	for rows.Next() {
 		var raw []byte
 		require.NoError(t, rows.Scan(&raw))
-		var r R
-		require.NoError(t, json.Unmarshal(raw, &r))
+		r, err := idemproto.Decode[R](raw)
+		require.NoError(t, err)
 		out = append(out, r)
 	}
 	require.NoError(t, rows.Err())
@@ -329,9 +330,8 @@ func stored[R any](t *testing.T, e *env, method string) []R {
 func checkCharges(t *testing.T, e *env, receipts []*paymentsv1.Receipt) {
 	t.Helper()
 	first := map[int64]*paymentsv1.Receipt{}
-	for _, r := range stored[example.Receipt](t, e, "github.com/idemgen/idemgen/example.Payments.Charge") {
-		first[r.PaymentID] = &paymentsv1.Receipt{PaymentId: r.PaymentID, Account: r.Account, AmountCents: r.AmountCents,
-			Currency: r.Currency, CardLast4: r.CardLast4, BalanceCents: r.BalanceCents, LedgerEntryIds: r.LedgerEntryIDs}
+	for _, r := range stored[*paymentsv1.Receipt](t, e, "github.com/idemgen/idemgen/example/grpcapi.Payments.Charge") {
+		first[r.GetPaymentId()] = r
 	}
 	assert.Equal(t, len(receipts), len(first), "one stored answer per charge")
 	for i, got := range receipts {
@@ -355,9 +355,8 @@ func description(t *testing.T, e *env, id int64) string {
 func checkRefunds(t *testing.T, e *env, receipts []*paymentsv1.Receipt, refunds []*paymentsv1.RefundReceipt) {
 	t.Helper()
 	first := map[int64]*paymentsv1.RefundReceipt{}
-	for _, r := range stored[example.RefundReceipt](t, e, "github.com/idemgen/idemgen/example.Payments.Refund") {
-		first[r.RefundID] = &paymentsv1.RefundReceipt{RefundId: r.RefundID, PaymentId: r.PaymentID, AmountCents: r.AmountCents,
-			RefundedCents: r.RefundedCents, BalanceCents: r.BalanceCents}
+	for _, r := range stored[*paymentsv1.RefundReceipt](t, e, "github.com/idemgen/idemgen/example/grpcapi.Payments.Refund") {
+		first[r.GetRefundId()] = r
 	}
 	assert.Equal(t, len(refunds), len(first), "one stored answer per refund")
 	for i, got := range refunds {

@@ -19,6 +19,9 @@ const (
 	SQLPath      = "database/sql"
 	IdemPath     = "github.com/idemgen/idemgen/runtime/idem"
 	IdemtestPath = "github.com/idemgen/idemgen/runtime/idemtest"
+	// IdemprotoPath is the runtime module for protobuf messages, which the
+	// generated code imports only for a method that takes or returns one.
+	IdemprotoPath = "github.com/idemgen/idemgen/runtime/idemproto"
 )
 
 // Mode is how a method is made idempotent.
@@ -140,6 +143,8 @@ type Encoding struct {
 	NilDistinct bool     `json:",omitempty"` // some slice or map tells nil from empty
 	Text        []string `json:",omitempty"` // types hashed by their text form (MarshalText), as the source names them
 	EmptyIsNil  []string `json:",omitempty"` // field paths tagged idem:",emptyisnil"
+	Proto       []string `json:",omitempty"` // protobuf message types hashed through protoreflect (idemproto.Fingerprint), as the source names them
+	RequestID   []string `json:",omitempty"` // paths of AIP-155 request_id fields left out (Param.ProtoOmit), e.g. req.request_id
 }
 
 // Param is an argument of a method after ctx (and tx).
@@ -148,6 +153,10 @@ type Param struct {
 	Local  string // identifier used in generated code (names.Local)
 	Type   *Type
 	Source string // the type as the package's source spells it, for messages
+	// ProtoOmit (a protobuf message argument): the fields of the message
+	// left out of its fingerprint by name, its AIP-155 request_id, which
+	// is the idempotency key.
+	ProtoOmit []string `json:",omitempty"`
 }
 
 // Scalar is a fingerprinted number, string or bool reached from an argument
@@ -196,6 +205,10 @@ type Type struct {
 	Variadic bool    `json:",omitempty"` // KindFunc: the last parameter is ...Elem of its slice type
 	ChanDir  string  `json:",omitempty"` // KindChan: "chan", "<-chan" or "chan<-"
 	Expr     string  `json:",omitempty"` // KindOther: the type as Go source
+	// Proto (KindPointer): a pointer to a protobuf message (its method
+	// set has ProtoReflect() protoreflect.Message), fingerprinted by
+	// idemproto.Fingerprint and, as a response, stored by idemproto.Encode.
+	Proto bool `json:",omitempty"`
 }
 
 // NamedKey identifies a named type, with its type arguments if it is an

@@ -8,5 +8,6 @@ import (
 	_ "github.com/jackc/pgx/v5/pgtype"
 	_ "github.com/shopspring/decimal"
 
-	_ "github.com/idemgen/idemgen/runtime/idemtest" // what the generated module's tests import, and pgx's requirements
+	_ "github.com/idemgen/idemgen/runtime/idemproto/testpb" // the messages of the proto cases, and idemproto's requirements
+	_ "github.com/idemgen/idemgen/runtime/idemtest"         // what the generated module's tests import, and pgx's requirements
 )

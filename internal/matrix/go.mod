@@ -2,15 +2,20 @@ module github.com/idemgen/idemgen/internal/matrix
 
 go 1.26.0
 
-replace github.com/idemgen/idemgen => ../..
+replace (
+	github.com/idemgen/idemgen => ../..
+	github.com/idemgen/idemgen/runtime/idemproto => ../../runtime/idemproto
+)
 
 require (
 	github.com/google/uuid v1.6.0
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
+	github.com/idemgen/idemgen/runtime/idemproto v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/shopspring/decimal v1.6.0
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/tools v0.52.0
+	google.golang.org/protobuf v1.36.12
 	pgregory.net/rapid v1.3.0
 )
 

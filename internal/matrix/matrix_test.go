@@ -46,6 +46,7 @@ var knownImports = map[string]string{
 	"time.": "time", "json.": "encoding/json", "netip.": "net/netip", "big.": "math/big",
 	"uuid.": "github.com/google/uuid", "decimal.": "github.com/shopspring/decimal",
 	"pgtype.": "github.com/jackc/pgx/v5/pgtype", "sql.": "database/sql",
+	"testpb.": "github.com/idemgen/idemgen/runtime/idemproto/testpb",
 }
 
 func root(t *testing.T) string {
@@ -144,7 +145,7 @@ func writeModule(t *testing.T, dir string, groups []*group, only func(matrixCase
 	sum, err := os.ReadFile("go.sum")
 	require.NoError(t, err)
 	mod := strings.Replace(string(gomod), "module github.com/idemgen/idemgen/internal/matrix", "module example.com/matrix", 1)
-	mod = strings.Replace(mod, "=> ../..", "=> "+root(t), 1)
+	mod = strings.ReplaceAll(mod, "=> ../..", "=> "+root(t)) // the repository and its nested modules
 	files := map[string][]byte{"go.mod": []byte(mod), "go.sum": sum, "m/svc.go": []byte(svcFile)}
 	for _, g := range groups {
 		decls := g.decls
@@ -293,7 +294,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"reflect"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -304,6 +304,7 @@ import (
 
 func TestMain(m *testing.M) { idemtest.Main(m) }
 
+// replays: a replay equals the first answer (proto.Equal for a message).
 func replays[R any](t *testing.T, svc *Svc, name string, call func(ctx context.Context) (R, error)) {
 	n := 0
 	rapid.Check(t, func(rt *rapid.T) {
@@ -320,7 +321,7 @@ func replays[R any](t *testing.T, svc *Svc, name string, call func(ctx context.C
 		if err != nil {
 			rt.Fatalf("replay: %v", err)
 		}
-		if !reflect.DeepEqual(first, again) {
+		if !Equal(first, again) {
 			rt.Fatalf("replay differs from the first answer:\nfirst  %#v\nreplay %#v", first, again)
 		}
 	})

@@ -174,7 +174,7 @@ func (e *env) warmUp(t *testing.T, n int) {
 // race sends n identical calls at once, the first to claim the key held in
 // its claim until the others met it (Meeting), and checks that every call
 // returned the first one's answer.
-func race[R any](t *testing.T, e *env, n int, call func(i int) (R, error)) {
+func race[R any](t *testing.T, e *env, n int, equal func(a, b R) bool, call func(i int) (R, error)) {
 	t.Helper()
 	e.warmUp(t, n)
 	m := NewMeeting(e.db, n)
@@ -186,7 +186,7 @@ func race[R any](t *testing.T, e *env, n int, call func(i int) (R, error)) {
 	})
 	met, others := m.Met()
 	t.Logf("%d of %d other attempts met the first on the key while it held its claim", met, others)
-	same(t, rs)
+	same(t, rs, equal)
 }
 
 // result is what one call returned.
@@ -196,18 +196,26 @@ type result[R any] struct {
 }
 
 // same fails the test unless every call succeeded and returned a response
-// deeply equal to the first: a replay must equal the original.
-func same[R any](t *testing.T, rs []result[R]) {
+// equal to the first: a replay must equal the original.
+func same[R any](t *testing.T, rs []result[R], equal func(a, b R) bool) {
 	t.Helper()
 	for i, r := range rs {
 		if r.err != nil {
 			t.Errorf("call %d of %d failed: %v", i, len(rs), r.err)
 			continue
 		}
-		if !reflect.DeepEqual(r.resp, rs[0].resp) {
+		if !equal(r.resp, rs[0].resp) {
 			t.Errorf("call %d returned %#v, call 0 returned %#v: a replay must equal the original", i, r.resp, rs[0].resp)
 		}
 	}
+}
+
+// equalOrDeep is a suite's Equal, or reflect.DeepEqual when it has none.
+func equalOrDeep[R any](equal func(a, b R) bool) func(a, b R) bool {
+	if equal != nil {
+		return equal
+	}
+	return func(a, b R) bool { return reflect.DeepEqual(a, b) }
 }
 
 // keyCtx returns the test's context carrying an idempotency key and, if not

@@ -3,7 +3,6 @@ package idemtest
 import (
 	"context"
 	"errors"
-	"reflect"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +44,10 @@ type AtomicTx[S, W, A, R, T any] struct {
 	// fixture); nil counts executions only.
 	Effects func(*testing.T, *DB) int
 	Storm   int // concurrent requests in the storm; 0: DefaultStorm
+	// Equal compares two responses of the method (a replay with the first
+	// answer); nil: reflect.DeepEqual. The generated tests of a method that
+	// returns a protobuf message set idemproto.Equal (proto.Equal).
+	Equal func(a, b R) bool
 }
 
 // Atomic is the suite of an atomic method that takes a pgx.Tx.
@@ -55,7 +58,7 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 	rt := runtimeOf[R, T](t)
 	l := ledgerSuite[S, W, A, R]{
 		pkg: s.Package, store: s.Store, method: s.Method, fp: s.Fingerprint, newSvc: s.New, wrap: s.Wrap, call: s.Call,
-		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm,
+		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm, equal: equalOrDeep(s.Equal),
 		direct: func(ctx context.Context, e *env, svc S, a A, work bool, fail error) (R, error) {
 			return rt.atomic(ctx, e.store, s.Method, s.Fingerprint(a), func(ctx context.Context, tx T) (R, error) {
 				var zero R
@@ -89,7 +92,7 @@ func (s AtomicTx[S, W, A, R, T]) inTx(l ledgerSuite[S, W, A, R], rt txRuntime[R,
 		must(t, "first call (the request from "+funcName(s.Sample)+" must succeed)", err)
 		again, err := s.CallInTx(w, ctx, tx, a)
 		must(t, "retry in the same transaction", err)
-		if !reflect.DeepEqual(first, again) {
+		if !equalOrDeep(s.Equal)(first, again) {
 			t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 		}
 		if s.Other != nil {

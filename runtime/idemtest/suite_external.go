@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,6 +43,10 @@ type External[S, W, A, R any] struct {
 	// Effects counts the method's effects; nil counts executions only.
 	Effects func(*testing.T, *DB) int
 	Storm   int // concurrent requests in the storm; 0: DefaultStorm
+	// Equal compares two responses of the method (a replay with the first
+	// answer); nil: reflect.DeepEqual. The generated tests of a method that
+	// returns a protobuf message set idemproto.Equal (proto.Equal).
+	Equal func(a, b R) bool
 }
 
 // Run runs every scenario as a subtest of t.
@@ -61,7 +64,7 @@ func (s External[S, W, A, R]) Run(t *testing.T) {
 func (s External[S, W, A, R]) ledger() ledgerSuite[S, W, A, R] {
 	return ledgerSuite[S, W, A, R]{
 		pkg: s.Package, store: s.Store, method: s.Method, fp: s.Fingerprint, newSvc: s.New, wrap: s.Wrap, call: s.Call,
-		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm, external: true,
+		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm, external: true, equal: equalOrDeep(s.Equal),
 		direct: func(ctx context.Context, e *env, svc S, a A, work bool, fail error) (R, error) {
 			return idem.External(ctx, e.store, s.Method, s.Fingerprint(a), func(ctx context.Context) (R, error) {
 				var zero R
@@ -194,7 +197,7 @@ func (s External[S, W, A, R]) zombie(l ledgerSuite[S, W, A, R], swept bool) func
 			}
 		}
 		again := l.once(t, w, outer, a, "retry after the takeover finished")
-		if !reflect.DeepEqual(again, takeover) {
+		if !equalOrDeep(s.Equal)(again, takeover) {
 			t.Errorf("the retry replayed %#v, the takeover returned %#v: the attempt that lost its lock overwrote the answer", again, takeover)
 		}
 		e.wantExecutions(t, 2)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"testing"
 	"time"
 
@@ -49,6 +48,10 @@ type InlineTx[S, W, A, R, T any] struct {
 	// suite counts the business table's rows only.
 	Effects func(*testing.T, *DB) int
 	Storm   int // concurrent requests in the storm; 0: DefaultStorm
+	// Equal compares two responses of the method (a replay with the first
+	// answer); nil: reflect.DeepEqual. The generated tests of a method that
+	// returns a protobuf message set idemproto.Equal (proto.Equal).
+	Equal func(a, b R) bool
 
 	rt txRuntime[R, T] // set by Run
 }
@@ -167,7 +170,7 @@ func (s InlineTx[S, W, A, R, T]) race(n int, key string) func(*testing.T) {
 			r, err := s.Call(ie.w, keyCtx(t, key, ""), a)
 			return result[R]{r, err}
 		})
-		same(t, rs)
+		same(t, rs, equalOrDeep(s.Equal))
 		ie.wantKeyed(t, key, 1)
 		ie.wantEffects(t, 1)
 	}
@@ -315,7 +318,7 @@ func (s InlineTx[S, W, A, R, T]) inTx(t *testing.T) {
 	must(t, "first call (the request from "+funcName(s.Sample)+" must succeed)", err)
 	again, err := s.CallInTx(ie.w, ctx, tx, a)
 	must(t, "retry in the same transaction", err)
-	if !reflect.DeepEqual(first, again) {
+	if !equalOrDeep(s.Equal)(first, again) {
 		t.Errorf("the retry returned %#v, the first call %#v: a replay must equal the original", again, first)
 	}
 	if s.Other != nil {

@@ -23,6 +23,7 @@ type ledgerSuite[S, W, A, R any] struct {
 	other    func(*testing.T) A
 	effects  func(*testing.T, *DB) int
 	storm    int
+	equal    func(a, b R) bool // never nil
 	external bool
 	// direct runs the method under the ledger without its wrapper: the
 	// body does the work if work is set, then returns fail.
@@ -85,7 +86,7 @@ func (l ledgerSuite[S, W, A, R]) race(n int, key string) func(*testing.T) {
 		e, _, w := l.setup(t)
 		a := l.sample(t)
 		ctx := l.ctx(t, key, "", true)
-		race(t, e, n, func(i int) (R, error) { return l.call(w, Caller(ctx, i), a) })
+		race(t, e, n, l.equal, func(i int) (R, error) { return l.call(w, Caller(ctx, i), a) })
 		e.wantExecutions(t, 1)
 		e.wantRows(t, 1)
 		e.wantEffects(t, 1)

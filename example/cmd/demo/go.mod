@@ -7,6 +7,7 @@ replace (
 	github.com/idemgen/idemgen/example/grpcapi => ../../grpcapi
 	github.com/idemgen/idemgen/runtime/idemconnect => ../../../runtime/idemconnect
 	github.com/idemgen/idemgen/runtime/idemgrpc => ../../../runtime/idemgrpc
+	github.com/idemgen/idemgen/runtime/idemproto => ../../../runtime/idemproto
 )
 
 require (
@@ -22,6 +23,7 @@ require (
 )
 
 require (
+	github.com/idemgen/idemgen/runtime/idemproto v0.0.0-00010101000000-000000000000 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect

@@ -408,6 +408,9 @@ func (b *builder) results(m *ir.Method, sig *types.Signature, namePos token.Posi
 		return false
 	case res.Len() == 2:
 		r := res.At(0)
+		if done, ok := b.protoResult(m, r); done {
+			return ok
+		}
 		if !b.checkResponse(r.Type(), b.l.Pkg.Fset.Position(r.Pos()), "the response "+types.TypeString(r.Type(), types.RelativeTo(b.pkg))) {
 			return false
 		}
@@ -446,7 +449,8 @@ func (b *builder) params(m *ir.Method, sig *types.Signature, first int) bool {
 		case !walk.check(v.Type(), name, []string{}, map[string]bool{}):
 			ok = false
 		}
-		m.Params = append(m.Params, ir.Param{Name: name, Local: local, Type: b.render(v.Type()), Source: types.TypeString(v.Type(), b.qualifier)})
+		m.Params = append(m.Params, ir.Param{Name: name, Local: local, Type: b.render(v.Type()), Source: types.TypeString(v.Type(), b.qualifier),
+			ProtoOmit: walk.requestID(v.Type(), name)})
 	}
 	m.Encoding = walk.encoding()
 	return ok

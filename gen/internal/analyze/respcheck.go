@@ -56,6 +56,16 @@ func (w *respWalk) failFix(pos token.Position, path string, t types.Type, why, f
 // value addressable there (behind a pointer, in a slice), which decides
 // whether a pointer-receiver MarshalJSON or MarshalText is called.
 func (w *respWalk) check(t types.Type, pos token.Position, path string, addressable bool) bool {
+	if protoPointer(t) || protoMessage(t) {
+		rel := types.TypeString(t, w.b.qualifier)
+		ptr := rel
+		if !protoPointer(t) {
+			ptr = "*" + rel
+		}
+		w.b.e.Add(pos, "%s (%s) would not replay as returned: it is a protobuf message inside a response stored as JSON, and encoding/json drops the message's internal state and writes oneofs and well-known types in another form than protobuf's; "+
+			"return the message itself (%s), which is stored in protobuf's binary form, or copy its fields into plain ones", path, rel, ptr)
+		return false
+	}
 	if n, ok := types.Unalias(t).(*types.Named); ok {
 		obj := n.Obj()
 		if obj.Pkg() == nil {

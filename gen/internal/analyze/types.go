@@ -36,7 +36,7 @@ func (b *builder) render(t types.Type) *ir.Type {
 		}
 		return out
 	case *types.Pointer:
-		return &ir.Type{Kind: ir.KindPointer, Elem: b.render(t.Elem())}
+		return &ir.Type{Kind: ir.KindPointer, Elem: b.render(t.Elem()), Proto: protoMessage(t.Elem())}
 	case *types.Slice:
 		return &ir.Type{Kind: ir.KindSlice, Elem: b.render(t.Elem())}
 	case *types.Array:
@@ -151,6 +151,8 @@ type fpWalk struct {
 	hasTime     bool     // some time.Time is hashed
 	emptyAlike  []string // paths tagged emptyisnil
 	text        []string // types hashed by their text form
+	proto       []string // protobuf message types hashed through protoreflect
+	requestIDs  []string // AIP-155 request_id fields left out
 }
 
 // check walks t reached at path. stack holds the named types being walked,
@@ -163,6 +165,16 @@ func (w *fpWalk) check(t types.Type, path string, fieldPath []string, stack map[
 	case *types.Basic:
 		return w.basic(t, u, path, fieldPath)
 	case *types.Pointer:
+		if protoMessage(u.Elem()) {
+			// A protobuf message: idemproto.Fingerprint hashes its
+			// fields by number through protoreflect.
+			w.proto = appendUnique(w.proto, types.TypeString(u, w.b.qualifier))
+			w.leaf(path, nil, "")
+			if fieldPath != nil && len(fieldPath) == 0 {
+				w.protoScalars(u.Elem())
+			}
+			return true
+		}
 		// A parameter that points to a struct: a generated test may change
 		// a field through it (req.Amount++ works on a non-nil pointer).
 		var through []string
@@ -231,6 +243,14 @@ func (w *fpWalk) named(t types.Type, u *types.Named, path string, fieldPath []st
 	obj := u.Obj()
 	if obj.Pkg() == nil {
 		return fail("an interface's dynamic value is not known at generate time")
+	}
+	if protoMessage(u) {
+		w.b.e.Add(w.pos, "cannot fingerprint %s (%s): it is a protobuf message taken by value; %s", path, rel(t), w.b.byPointer(u))
+		return false
+	}
+	if p, isPtr := u.Underlying().(*types.Pointer); isPtr && protoMessage(p.Elem()) {
+		w.b.e.Add(w.pos, "cannot fingerprint %s (%s): it is a defined pointer type, which has none of the message's methods; use %s itself", path, rel(t), rel(p))
+		return false
 	}
 	if obj.Pkg().Path() == "time" && obj.Name() == "Time" {
 		w.hasTime = true
@@ -406,7 +426,7 @@ func (w *fpWalk) sawNilable() {
 
 // encoding is what the doc comment must say about this request's encoding.
 func (w *fpWalk) encoding() ir.Encoding {
-	return ir.Encoding{Time: w.hasTime, NilDistinct: w.nilDistinct, Text: w.text, EmptyIsNil: w.emptyAlike}
+	return ir.Encoding{Time: w.hasTime, NilDistinct: w.nilDistinct, Text: w.text, EmptyIsNil: w.emptyAlike, Proto: w.proto, RequestID: w.requestIDs}
 }
 
 // textMarshaler reports whether n (or *n, ptr) has MarshalText() ([]byte,

@@ -62,6 +62,7 @@ func NewFile(m *ir.Package) *jen.File {
 	f.ImportName(ir.SQLPath, "sql")
 	f.ImportName(ir.IdemPath, "idem")
 	f.ImportName(ir.IdemtestPath, "idemtest")
+	f.ImportName(ir.IdemprotoPath, "idemproto")
 	return f
 }
 
@@ -341,6 +342,14 @@ func encodingNotes(enc ir.Encoding) []string {
 	if len(enc.EmptyIsNil) > 0 {
 		out = append(out, "Empty counts as nil (idem:\",emptyisnil\"): "+strings.Join(enc.EmptyIsNil, ", ")+".")
 	}
+	if len(enc.Proto) > 0 {
+		out = append(out, "A protobuf message ("+strings.Join(enc.Proto, ", ")+") counts by its populated fields in field-number order (idemproto.Fingerprint):",
+			"field names are not hashed and unknown fields are left out, so renaming a field or adding one left unset keeps old keys replayable.")
+	}
+	if len(enc.RequestID) > 0 {
+		out = append(out, "Left out: "+strings.Join(enc.RequestID, ", ")+", the AIP-155 idempotency key (runtime/idemgrpc and runtime/idemconnect read it),",
+			"so a retry that sends the key in metadata instead is the same request.")
+	}
 	return out
 }
 
@@ -415,6 +424,11 @@ func (e *Emitter) methodVar(m *ir.Method) jen.Code {
 	if m.LockTimeout > 0 {
 		d = append(d, jen.Id("LockTimeout").Op(":").Add(duration(m.LockTimeout)))
 	}
+	if proto := protoResult(m); proto {
+		// The response is stored in protobuf's binary form.
+		d = append(d, jen.Id("Encode").Op(":").Qual(ir.IdemprotoPath, "Encode").Types(e.Type(m.Result)),
+			jen.Id("Decode").Op(":").Qual(ir.IdemprotoPath, "Decode").Types(e.Type(m.Result)))
+	}
 	if len(m.FinalErrors) > 0 {
 		var items []jen.Code
 		for _, n := range m.FinalErrors {
@@ -422,12 +436,20 @@ func (e *Emitter) methodVar(m *ir.Method) jen.Code {
 		}
 		d = append(d, jen.Id("FinalErrors").Op(":").Index().Qual(ir.IdemPath, "FinalError").Values(items...))
 	}
+	stored := "The response is stored as JSON; every caller, the first included, gets it\ndecoded from the stored bytes, so a replay equals the first answer."
+	if protoResult(m) {
+		stored = "The response is stored in protobuf's deterministic binary form (idemproto.Encode);\nevery caller, the first included, gets it decoded from the stored bytes, so a\nreplay is proto.Equal to the first answer."
+	}
 	return Comment(
-		fmt.Sprintf("%s describes %s to the runtime; its promises are in %s's doc comment.\nThe response is stored as JSON; every caller, the first included, gets it\ndecoded from the stored bytes, so a replay equals the first answer.", e.names.MethodVar(m), m.Key, m.Name),
+		fmt.Sprintf("%s describes %s to the runtime; its promises are in %s's doc comment.\n%s", e.names.MethodVar(m), m.Key, m.Name, stored),
 		"Name, the method's identity in the ledger, holds the package's import path:\nrenaming or moving the package, the type or the method orphans its stored keys.",
 	).Line().Var().Id(e.names.MethodVar(m)).Op("=").Op("&").Qual(ir.IdemPath, "Method").Types(e.Result(m)).
 		Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, d...).Line()
 }
+
+// protoResult reports whether m returns a protobuf message, which its
+// method description stores with idemproto.
+func protoResult(m *ir.Method) bool { return m.Result != nil && m.Result.Proto }
 
 // wrapperMethod:
 //
@@ -532,6 +554,15 @@ func (e *Emitter) fingerprintFunc(m *ir.Method) jen.Code {
 	for _, p := range m.Params {
 		params = append(params, jen.Id(p.Local).Add(e.Type(p.Type)))
 		body = append(body, jen.Id("f").Dot("Field").Call(jen.Lit(p.Name)))
+		if len(p.ProtoOmit) > 0 {
+			// idemproto.Fingerprint(f, req, "request_id")
+			args := []jen.Code{jen.Id("f"), jen.Id(p.Local)}
+			for _, o := range p.ProtoOmit {
+				args = append(args, jen.Lit(o))
+			}
+			body = append(body, jen.Qual(ir.IdemprotoPath, "Fingerprint").Call(args...))
+			continue
+		}
 		body = append(body, e.fpValue(p.Type, jen.Id(p.Local), 0)...)
 	}
 	body = append(body, jen.Return(jen.Id("f").Dot("Sum").Call()))
@@ -677,6 +708,10 @@ func (e *Emitter) fpValue(t *ir.Type, v *jen.Statement, depth int) []jen.Code {
 		}
 		return e.fpBasic(t.Basic, v, true)
 	case ir.KindPointer:
+		if t.Proto {
+			// idemproto.Fingerprint(f, v.Order): fields by number, nil included.
+			return []jen.Code{jen.Qual(ir.IdemprotoPath, "Fingerprint").Call(jen.Id("f"), v)}
+		}
 		return []jen.Code{jen.If(v.Clone().Op("==").Nil()).Block(f("Nil")).Else().Block(
 			append([]jen.Code{f("Ptr")}, e.cycleGuard(t.Elem, v, e.fpValue(t.Elem, deref(t.Elem, v), depth))...)...)}
 	case ir.KindSlice, ir.KindArray:

@@ -98,7 +98,7 @@ func LoopKey(depth int) string { return fmt.Sprintf("k%d", depth) }
 // which a parameter must not shadow.
 func Reserved(name string) bool {
 	switch name {
-	case "w", "ctx", "tx", "f", "v", "err", "idem", "idemtest", "pgx", "context", "time", "errors", "testing",
+	case "w", "ctx", "tx", "f", "v", "err", "idem", "idemtest", "idemproto", "pgx", "context", "time", "errors", "testing",
 		"maps", "slices", "reflect", "atomic", "unsafe":
 		return true
 	}

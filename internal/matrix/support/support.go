@@ -10,14 +10,47 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/rand/v2"
 	"net/netip"
 	"reflect"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
+
+	"github.com/idemgen/idemgen/runtime/idemproto/testpb"
 )
+
+// protoType is the interface of protobuf messages.
+var protoType = reflect.TypeFor[proto.Message]()
+
+// isProto reports whether t is a pointer to a protobuf message.
+func isProto(t reflect.Type) bool { return t.Kind() == reflect.Pointer && t.Implements(protoType) }
+
+// protoBytes is a message's deterministic binary form: two messages are
+// the same request, and the same answer, when theirs are equal (fields by
+// number, floats by bits, maps sorted, presence kept); nil for nil.
+func protoBytes(v reflect.Value) []byte {
+	if v.IsNil() {
+		return nil
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.Interface().(proto.Message))
+	if err != nil {
+		panic(fmt.Sprintf("marshal a drawn %s: %v", v.Type(), err))
+	}
+	return append([]byte{1}, b...)
+}
+
+// Equal reports whether a replay equals the first answer: proto.Equal for
+// protobuf messages, reflect.DeepEqual otherwise.
+func Equal(a, b any) bool {
+	if m, ok := a.(proto.Message); ok {
+		return proto.Equal(m, b.(proto.Message))
+	}
+	return reflect.DeepEqual(a, b)
+}
 
 // Draw returns a random T. Structs get every exported field drawn;
 // unexported fields stay zero. Types with unexported state that the matrix
@@ -68,6 +101,16 @@ func fill(t *rapid.T, v reflect.Value, depth int) {
 		return
 	}
 	if !v.CanSet() {
+		return
+	}
+	if isProto(v.Type()) { // testpb.Fill draws the message's fields
+		if rapid.IntRange(0, 3).Draw(t, "nil") == 0 {
+			return
+		}
+		seed := rapid.Uint64().Draw(t, "seed")
+		m := reflect.New(v.Type().Elem())
+		testpb.Fill(m.Interface().(proto.Message), rand.New(rand.NewPCG(seed, seed)))
+		v.Set(m)
 		return
 	}
 	deep := depth > 3
@@ -155,6 +198,21 @@ func Copy[T any](v T) T {
 }
 
 func copyValue(dst, src reflect.Value) {
+	if isProto(src.Type()) { // through the wire form: its maps are built anew
+		if src.IsNil() {
+			return
+		}
+		b, err := proto.Marshal(src.Interface().(proto.Message))
+		if err != nil {
+			panic(fmt.Sprintf("marshal a drawn %s: %v", src.Type(), err))
+		}
+		m := reflect.New(src.Type().Elem())
+		if err := proto.Unmarshal(b, m.Interface().(proto.Message)); err != nil {
+			panic(fmt.Sprintf("unmarshal a drawn %s: %v", src.Type(), err))
+		}
+		dst.Set(m)
+		return
+	}
 	switch src.Kind() {
 	case reflect.Pointer:
 		if src.IsNil() {
@@ -245,6 +303,9 @@ func same(a, b reflect.Value, emptyIsNil bool) bool {
 		tb, _ := textOf(b)
 		return bytes.Equal(ta, tb)
 	}
+	if isProto(a.Type()) {
+		return bytes.Equal(protoBytes(a), protoBytes(b))
+	}
 	switch a.Kind() {
 	case reflect.Float32, reflect.Float64:
 		return math.Float64bits(a.Float()) == math.Float64bits(b.Float())
@@ -311,6 +372,9 @@ func empty(v reflect.Value) {
 	if _, ok := textOf(v); ok {
 		return
 	}
+	if isProto(v.Type()) { // an empty repeated field or map is unset
+		return
+	}
 	switch v.Kind() {
 	case reflect.Pointer:
 		if !v.IsNil() {
@@ -360,7 +424,7 @@ func NilDiffers[T any]() (differs, tagged bool) {
 type rule struct{ differs, tagged bool }
 
 func (r *rule) walk(t reflect.Type, emptyIsNil bool, seen map[reflect.Type]bool) {
-	if t == timeType || t.Kind() == reflect.Struct && !exportedOnly(t) && reflect.PointerTo(t).Implements(textMarshalerType) {
+	if t == timeType || t.Kind() == reflect.Struct && !exportedOnly(t) && reflect.PointerTo(t).Implements(textMarshalerType) || isProto(t) {
 		return
 	}
 	switch t.Kind() {

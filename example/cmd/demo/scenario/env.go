@@ -126,11 +126,12 @@ func Start(ctx context.Context, dbURL string, opts Options) (_ *Env, err error) 
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
-	mux.Handle(grpcapi.NewConnectHandler(svc))
+	protoSvc := grpcapi.NewIdempotentPayments(grpcapi.NewPayments(inner), store)
+	mux.Handle(grpcapi.NewConnectHandler(protoSvc))
 	if e.APIURL, err = e.serve(addr, mux); err != nil {
 		return nil, fmt.Errorf("start the API: %w", err)
 	}
-	if e.GRPCAddr, err = e.serveGRPC(opts.GRPCAddr, grpcapi.NewGRPCServer(svc)); err != nil {
+	if e.GRPCAddr, err = e.serveGRPC(opts.GRPCAddr, grpcapi.NewGRPCServer(protoSvc)); err != nil {
 		return nil, fmt.Errorf("start the gRPC server: %w", err)
 	}
 	return e, nil
