@@ -37,9 +37,12 @@ const (
 	FromSequence
 )
 
-// String returns the source's Go name.
+// String returns the source's Go name, "none" for the zero value (no
+// source chosen).
 func (k KeySource) String() string {
 	switch k {
+	case 0:
+		return "none"
 	case FromMsgID:
 		return "FromMsgID"
 	case FromRequest:
