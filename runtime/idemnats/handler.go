@@ -391,10 +391,12 @@ func (h *Handler[Req, Resp]) settle(err error, delivered uint64) (Action, time.D
 }
 
 // progress sends InProgress every cfg.Progress until the returned function
-// is called.
+// is called; that function returns once no InProgress can be sent any more,
+// so none follows the message's settle.
 func (h *Handler[Req, Resp]) progress(msg jetstream.Msg) (stop func()) {
-	done := make(chan struct{})
+	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		t := time.NewTicker(h.cfg.Progress)
 		defer t.Stop()
 		for {
@@ -406,7 +408,10 @@ func (h *Handler[Req, Resp]) progress(msg jetstream.Msg) (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done) }
+	return func() {
+		close(done)
+		<-stopped
+	}
 }
 
 // DecodeError is the error of a message whose request cannot be decoded: a

@@ -64,15 +64,17 @@ func TestAckLostReplays(t *testing.T) {
 func TestSameEventTwoMessageIDs(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		keys    []idemnats.KeySource
+		handler func(*payments) *idemnats.Handler[chargeRequest, receipt]
 		effects int
 	}{
-		{"request field first", byRequest, 1},
-		{"msg id first (the default order)", nil, 2},
+		{"request field first", byEventID, 1},
+		{"msg id first (the default order)", func(p *payments) *idemnats.Handler[chargeRequest, receipt] {
+			return idemnats.NewHandler(p.Charge, idemnats.Config[chargeRequest]{RequestKey: eventID})
+		}, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, b := newPayments(t), newBroker(t, time.Minute)
-			h := idemnats.NewHandler(p.Charge, idemnats.Config[chargeRequest]{Keys: c.keys, RequestKey: eventID})
+			h := c.handler(p)
 			req := chargeRequest{EventID: "evt-7", Account: "acct", Amount: 700}
 			b.publish(t, req, "publish-1")
 			b.publish(t, req, "publish-2")
@@ -213,4 +215,39 @@ func TestDefaultBackoff(t *testing.T) {
 		d := idemnats.DefaultBackoff(n)
 		assert.True(t, d >= want/2 && d <= want, "DefaultBackoff(%d) = %s, want between %s and %s", n, d, want/2, want)
 	}
+}
+
+// progressCounting counts the InProgress signals sent for a delivery.
+type progressCounting struct {
+	jetstream.Msg
+	sent chan struct{}
+}
+
+func (m progressCounting) InProgress() error {
+	m.sent <- struct{}{}
+	return m.Msg.InProgress()
+}
+
+// With Progress set, the handler tells the server the call still runs,
+// again and again while it does, and the delivery acks when it is done.
+func TestProgressWhileRunning(t *testing.T) {
+	p, b := newPayments(t), newBroker(t, time.Minute)
+	h := idemnats.NewHandler(p.Payout, idemnats.Config[chargeRequest]{Progress: 10 * time.Millisecond})
+	b.publish(t, chargeRequest{EventID: "evt-p", Amount: 5}, "evt-p")
+	m := progressCounting{Msg: b.next(t), sent: make(chan struct{})}
+	done := make(chan idemnats.Result, 1)
+	go func() { done <- h.Handle(t.Context(), m) }()
+	<-p.started
+	<-m.sent
+	<-m.sent // a second signal: sent periodically, not once
+	close(p.release)
+	go func() {
+		for range m.sent { // signals sent before the call returned
+		}
+	}()
+	r := <-done
+	close(m.sent)
+	require.NoError(t, r.Err)
+	assert.Equal(t, idemnats.Ack, r.Action)
+	b.settled(t)
 }
