@@ -2,6 +2,8 @@ package idemnats_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -250,4 +252,49 @@ func TestProgressWhileRunning(t *testing.T) {
 	require.NoError(t, r.Err)
 	assert.Equal(t, idemnats.Ack, r.Action)
 	b.settled(t)
+}
+
+// Every answer of the wrapper maps to the action the package doc's table
+// gives it (the call here returns the answer, so that each kind is met
+// without staging it on the database; the other tests stage them).
+func TestAnswerTable(t *testing.T) {
+	b := newBroker(t, time.Minute)
+	backoff := 7 * time.Millisecond
+	for _, c := range []struct {
+		name   string
+		err    error
+		action idemnats.Action
+		delay  time.Duration
+	}{
+		{"success", nil, idemnats.Ack, 0},
+		{"replayed final error", &idem.ReplayedError{Name: "errDeclined", Msg: "declined", Sentinel: errDeclined}, idemnats.Ack, 0},
+		{"listed final error", fmt.Errorf("charge: %w", errDeclined), idemnats.Ack, 0},
+		{"in progress", &idem.InProgressError{RetryAfter: 3 * time.Second}, idemnats.Nak, 3 * time.Second},
+		{"in progress, short", &idem.InProgressError{RetryAfter: time.Millisecond}, idemnats.Nak, time.Second},
+		{"lock lost", fmt.Errorf("x: %w", idem.ErrLockLost), idemnats.Nak, time.Second},
+		{"store", fmt.Errorf("x: %w", idem.ErrStore), idemnats.Nak, backoff},
+		{"commit not confirmed by the standby", fmt.Errorf("%w: %w", idem.ErrOutcomeNotRecorded, idem.ErrStore), idemnats.Nak, backoff},
+		{"other", errors.New("bank unreachable"), idemnats.Nak, backoff},
+		{"mismatch", &idem.MismatchError{Method: "m", Key: "k"}, idemnats.Term, 0},
+		{"invalid key", &idem.KeyError{Reason: "empty"}, idemnats.Term, 0},
+		{"no key", idem.ErrNoKey, idemnats.Term, 0},
+		{"invalid scope", &idem.ScopeError{Reason: "not valid UTF-8"}, idemnats.Term, 0},
+		{"outcome not recorded, replayed", &idem.ReplayedError{Name: "x", Msg: "m", Sentinel: idem.ErrOutcomeNotRecorded}, idemnats.Term, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var reported int
+			h := idemnats.NewHandler(func(context.Context, chargeRequest) (receipt, error) { return receipt{}, c.err },
+				idemnats.Config[chargeRequest]{
+					FinalErrors: []error{errDeclined},
+					Backoff:     func(uint64) time.Duration { return backoff },
+					OnTerm:      func(context.Context, jetstream.Msg, idemnats.Result) { reported++ },
+				})
+			b.publish(t, chargeRequest{EventID: c.name, Amount: 1}, "")
+			r := h.Handle(t.Context(), b.next(t))
+			assert.Equal(t, c.action, r.Action)
+			assert.Equal(t, c.delay, r.Delay)
+			assert.Equal(t, c.err, r.Err)
+			assert.Equal(t, map[bool]int{true: 1}[c.action == idemnats.Term], reported)
+		})
+	}
 }
