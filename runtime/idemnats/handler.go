@@ -53,9 +53,10 @@ func (k KeySource) String() string {
 	return "KeySource(" + strconv.Itoa(int(k)) + ")"
 }
 
-// DefaultKeys is the order in which a Handler looks for a message's key
-// unless Config.Keys says otherwise.
-var DefaultKeys = []KeySource{FromMsgID, FromRequest, FromSequence}
+// DefaultKeys returns the order in which a Handler looks for a message's
+// key unless Config.Keys says otherwise: FromMsgID, FromRequest,
+// FromSequence.
+func DefaultKeys() []KeySource { return []KeySource{FromMsgID, FromRequest, FromSequence} }
 
 // Action is how a Handler settled a message with the server.
 type Action int
@@ -223,7 +224,7 @@ type Handler[Req, Resp any] struct {
 func NewHandler[Req, Resp any](call func(ctx context.Context, req Req) (Resp, error), cfg Config[Req]) *Handler[Req, Resp] {
 	h := &Handler[Req, Resp]{call: call, cfg: cfg, keys: cfg.Keys, logger: cfg.Logger, backoff: cfg.Backoff, scope: cfg.Scope}
 	if h.keys == nil {
-		h.keys = DefaultKeys
+		h.keys = DefaultKeys()
 		if cfg.RequestKey == nil {
 			h.keys = []KeySource{FromMsgID, FromSequence}
 		}
