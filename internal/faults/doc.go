@@ -14,6 +14,16 @@
 // replication, and logs a table of lost and repeated effects per mode
 // (docs/ha.md).
 //
+// TestNATSConsumer publishes business events to a NATS JetStream stream
+// (a nats-server run in the test process), each twice under two message
+// IDs, and consumes them in a separate process through runtime/idemnats
+// with a short AckWait: acks are lost for a share of messages, the consumer
+// is killed (SIGKILL) while a call is at the bank and started again, the
+// NATS server is restarted on its kept store, and one message is poison.
+// It logs a table of messages, effects, messages acked or terminated,
+// messages pending at the end and repeated downstream calls
+// (docs/messaging.md).
+//
 // The restart, lost-COMMIT and twins scenarios run twice, as subtests named
 // after the path: on pgx (idem.NewStore over a pool, methods taking a
 // pgx.Tx) and on database/sql (idem.NewSQLStore over a *sql.DB opened with

@@ -1,0 +1,35 @@
+// Package idemnats consumes NATS JetStream messages through idemgen's
+// generated wrappers: a message delivered twice has one effect. It is a
+// module of its own, so services without NATS never see nats.go among their
+// requirements.
+//
+// [NewHandler] takes a generated wrapper's method (generic over its request
+// and response types) and returns a [Handler] whose [Handler.Func] is a
+// jetstream.MessageHandler for Consume. For each message it:
+//
+//   - decodes the request ([Config.Decode], JSON by default); a message that
+//     cannot be decoded is poison: terminated (Term) and reported, never
+//     delivered again;
+//   - picks the key from the first source the message has, in the order of
+//     [Config.Keys] ([DefaultKeys]: the Nats-Msg-Id header, the request field
+//     the wrapper's -key directive names, the stream and sequence);
+//   - puts the scope in the context ([Config.Scope], by default the stream's
+//     and the consumer's names, [DefaultScope]);
+//   - calls the wrapper and settles the message from its answer.
+//
+// The answer decides the action:
+//
+//	success, replay, a final error stored or replayed       Ack
+//	idem.ErrInProgress (another delivery runs the key)      NakWithDelay(RetryAfter)
+//	idem.ErrLockLost                                        NakWithDelay(1s)
+//	idem.ErrStore, any other error                          NakWithDelay(backoff)
+//	idem.ErrMismatch, an invalid key or scope, an outcome
+//	not recorded, a request that cannot be decoded          Term, reported
+//
+// A redelivery carries the same key (the header and the stream sequence are
+// stored with the message; the request field is in its data), so a message
+// whose ack was lost after its call committed is answered from the ledger:
+// the method does not run again. What a key from each source dedupes, and
+// what it does not (a producer that publishes one event twice under two
+// message IDs), is in docs/messaging.md.
+package idemnats

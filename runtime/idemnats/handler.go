@@ -1,0 +1,447 @@
+package idemnats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// HeaderMsgID is the header a publisher sets to name a message
+// (jetstream.WithMsgID); JetStream drops a second message with the same ID
+// published within the stream's duplicate window.
+const HeaderMsgID = "Nats-Msg-Id"
+
+// KeySource names where a message's idempotency key comes from.
+type KeySource int
+
+const (
+	// FromMsgID takes the key from the message's Nats-Msg-Id header. It is
+	// skipped for a message without one.
+	FromMsgID KeySource = iota + 1
+	// FromRequest leaves the context without a key, so that the generated
+	// wrapper takes it from the request field its -key directive names. It is
+	// skipped for a request whose Config.RequestKey is "".
+	FromRequest
+	// FromSequence takes the key from the stream's name and the message's
+	// stream sequence, "nats-seq:STREAM:SEQ". Every JetStream message has
+	// one, so a source listed after it is never reached.
+	FromSequence
+)
+
+// String returns the source's Go name, "none" for the zero value (no
+// source chosen).
+func (k KeySource) String() string {
+	switch k {
+	case 0:
+		return "none"
+	case FromMsgID:
+		return "FromMsgID"
+	case FromRequest:
+		return "FromRequest"
+	case FromSequence:
+		return "FromSequence"
+	}
+	return "KeySource(" + strconv.Itoa(int(k)) + ")"
+}
+
+// DefaultKeys returns the order in which a Handler looks for a message's
+// key unless Config.Keys says otherwise: FromMsgID, FromRequest,
+// FromSequence.
+func DefaultKeys() []KeySource { return []KeySource{FromMsgID, FromRequest, FromSequence} }
+
+// Action is how a Handler settled a message with the server.
+type Action int
+
+const (
+	// Ack: the call succeeded, replayed a stored response, or answered a
+	// final error (stored, or replayed). The server never delivers the
+	// message again.
+	Ack Action = iota + 1
+	// Nak: the call may succeed later (the key is in progress, the ledger or
+	// the method failed); the server delivers the message again after Delay.
+	Nak
+	// Term: no delivery of the message can ever succeed (it cannot be
+	// decoded, its key is invalid or names another request); the server
+	// never delivers it again, and the Handler reports it.
+	Term
+)
+
+// String returns the action's Go name.
+func (a Action) String() string {
+	switch a {
+	case Ack:
+		return "Ack"
+	case Nak:
+		return "Nak"
+	case Term:
+		return "Term"
+	}
+	return "Action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Result is what a Handler did with one message.
+type Result struct {
+	Action Action
+	// Delay is how long the server waits before delivering the message
+	// again (Nak only).
+	Delay time.Duration
+	// Source is where the key came from (0 when the message was refused
+	// before a key was chosen), Key the key ("" for FromRequest: the
+	// wrapper reads it), Scope the scope.
+	Source KeySource
+	Key    string
+	Scope  string
+	// Replayed reports that the wrapper answered from the ledger without
+	// running the method (idem.Outcome).
+	Replayed bool
+	// Err is the call's or the decoder's error, nil on success.
+	Err error
+	// SettleErr is the error of Ack, Nak or Term: the server may not have
+	// got it, and then delivers the message again after AckWait (where the
+	// ledger answers it as a retry).
+	SettleErr error
+}
+
+// Config configures a Handler. The zero value takes keys in DefaultKeys
+// order, decodes JSON and scopes keys by stream and consumer.
+type Config[Req any] struct {
+	// Decode returns the request a message carries. nil decodes the
+	// message's data as JSON. An error makes the message poison: it is
+	// terminated and reported, never delivered again.
+	Decode func(msg jetstream.Msg) (Req, error)
+
+	// Keys is the order in which the key is looked for; nil means
+	// DefaultKeys. The first source the message has wins.
+	Keys []KeySource
+
+	// RequestKey returns the value of the request field the wrapper's -key
+	// directive names ("" when the request does not set it), so that the
+	// Handler can tell whether FromRequest applies; the wrapper itself
+	// reads and validates the field. Required when Keys lists FromRequest;
+	// with the default Keys, FromRequest is skipped when it is nil.
+	RequestKey func(req Req) string
+
+	// Scope returns the scope of a message's key. nil means DefaultScope:
+	// the stream's and the consumer's names. An error or an invalid scope
+	// terminates the message.
+	Scope func(msg jetstream.Msg) (string, error)
+
+	// FinalErrors lists the sentinels the method declares final
+	// (-final-errors): an error that matches one (errors.Is) was stored
+	// with the key, so the message is acked. An unlisted final error is
+	// nakked once, and its next delivery replays it as an
+	// *idem.ReplayedError, which is acked.
+	FinalErrors []error
+
+	// Backoff returns how long to wait before the next delivery of a
+	// message that failed for the delivered-th time (1 on the first
+	// delivery) with an error a retry may settle. nil means DefaultBackoff.
+	Backoff func(delivered uint64) time.Duration
+
+	// Timeout bounds each call; 0 means no bound beyond the context given
+	// to Handle. Keep it below the consumer's AckWait, or send progress
+	// (Progress) for longer calls.
+	Timeout time.Duration
+
+	// Progress, if positive, tells the server every Progress that the
+	// message is still being worked on (jetstream.Msg.InProgress) while the
+	// call runs, so that a call longer than AckWait is not delivered again
+	// meanwhile. Keep it well below AckWait.
+	Progress time.Duration
+
+	// Logger receives a record for every terminated message (level Error)
+	// and every failed Ack, Nak or Term (level Warn); nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// OnTerm, if set, is called for every message the Handler terminates,
+	// with the reason (the decoder's or the call's error).
+	OnTerm func(ctx context.Context, msg jetstream.Msg, r Result)
+
+	// OnSettle, if set, is called for every message once it is settled,
+	// whatever the action. It must be quick and must not panic.
+	OnSettle func(ctx context.Context, msg jetstream.Msg, r Result)
+}
+
+// DefaultScope returns the scope of a message unless Config.Scope says
+// otherwise: its stream's and its consumer's names, "STREAM/CONSUMER". Keys
+// are then kept per durable consumer: an ephemeral consumer gets a new name
+// each time it is made, so its keys would not survive it.
+func DefaultScope(msg jetstream.Msg) (string, error) {
+	md, err := msg.Metadata()
+	if err != nil {
+		return "", err
+	}
+	return md.Stream + "/" + md.Consumer, nil
+}
+
+// DefaultBackoff waits 1s after a first failed delivery, doubling up to 1
+// minute, each delay drawn between half and all of that (so that messages
+// failed together are not all delivered again together).
+func DefaultBackoff(delivered uint64) time.Duration {
+	d := time.Minute
+	if delivered < 7 {
+		d = time.Second << max(delivered, 1) / 2
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// ErrNoRequestKey is the panic value of NewHandler when Config.Keys lists
+// FromRequest and Config.RequestKey is nil.
+var ErrNoRequestKey = errors.New("idemnats: NewHandler: Config.Keys lists FromRequest: set Config.RequestKey to the function " +
+	"that returns the request field the method's -key directive names")
+
+// ErrNoKeySource is the error a message is terminated with when none of the
+// configured sources gives it a key.
+var ErrNoKeySource = errors.New("idemnats: the message has no idempotency key in any configured source")
+
+// Handler calls a generated wrapper's method for each JetStream message and
+// settles the message with the server from the answer. It is safe for
+// concurrent use.
+type Handler[Req, Resp any] struct {
+	call    func(context.Context, Req) (Resp, error)
+	cfg     Config[Req]
+	keys    []KeySource
+	logger  *slog.Logger
+	backoff func(uint64) time.Duration
+	scope   func(jetstream.Msg) (string, error)
+}
+
+// NewHandler returns a Handler that calls call, a generated wrapper's method
+// such as (*IdempotentPayments).Charge bound to its wrapper, for every
+// message. It panics with ErrNoRequestKey when cfg lists FromRequest
+// without cfg.RequestKey, and on a KeySource it does not know: wiring
+// mistakes that must stop the consumer at start-up.
+func NewHandler[Req, Resp any](call func(ctx context.Context, req Req) (Resp, error), cfg Config[Req]) *Handler[Req, Resp] {
+	h := &Handler[Req, Resp]{call: call, cfg: cfg, keys: cfg.Keys, logger: cfg.Logger, backoff: cfg.Backoff, scope: cfg.Scope}
+	if h.keys == nil {
+		h.keys = DefaultKeys()
+		if cfg.RequestKey == nil {
+			h.keys = []KeySource{FromMsgID, FromSequence}
+		}
+	}
+	for _, k := range h.keys {
+		switch k {
+		case FromMsgID, FromSequence:
+		case FromRequest:
+			if cfg.RequestKey == nil {
+				panic(ErrNoRequestKey)
+			}
+		default:
+			panic(fmt.Errorf("idemnats: NewHandler: unknown key source %s", k))
+		}
+	}
+	if h.logger == nil {
+		h.logger = slog.Default()
+	}
+	if h.backoff == nil {
+		h.backoff = DefaultBackoff
+	}
+	if h.scope == nil {
+		h.scope = DefaultScope
+	}
+	return h
+}
+
+// Func returns h.Handle as a jetstream.MessageHandler for Consume, every
+// call made with ctx (cancel it to cut the calls short when the consumer
+// stops).
+func (h *Handler[Req, Resp]) Func(ctx context.Context) jetstream.MessageHandler {
+	return func(msg jetstream.Msg) { h.Handle(ctx, msg) }
+}
+
+// Handle processes one message: it decodes the request, picks its key and
+// scope, calls the wrapper and settles the message (Ack, Nak or Term), and
+// returns what it did.
+func (h *Handler[Req, Resp]) Handle(ctx context.Context, msg jetstream.Msg) Result {
+	r := h.process(ctx, msg)
+	switch r.Action {
+	case Ack:
+		r.SettleErr = msg.Ack()
+	case Nak:
+		r.SettleErr = msg.NakWithDelay(r.Delay)
+	case Term:
+		r.SettleErr = msg.TermWithReason(termReason(r.Err))
+		h.logger.ErrorContext(ctx, "idemnats: message terminated, it will not be delivered again",
+			"subject", msg.Subject(), "source", r.Source.String(), "key", r.Key, "scope", r.Scope, "error", r.Err)
+		if h.cfg.OnTerm != nil {
+			h.cfg.OnTerm(ctx, msg, r)
+		}
+	}
+	if r.SettleErr != nil {
+		h.logger.WarnContext(ctx, "idemnats: the server may not have got the message's "+r.Action.String()+
+			"; it will deliver the message again after AckWait", "subject", msg.Subject(), "error", r.SettleErr)
+	}
+	if h.cfg.OnSettle != nil {
+		h.cfg.OnSettle(ctx, msg, r)
+	}
+	return r
+}
+
+// process decides a message's Result without settling it.
+func (h *Handler[Req, Resp]) process(ctx context.Context, msg jetstream.Msg) Result {
+	md, err := msg.Metadata()
+	if err != nil {
+		return Result{Action: Term, Err: fmt.Errorf("idemnats: not a JetStream message: %w", err)}
+	}
+	req, err := h.decode(msg)
+	if err != nil {
+		return Result{Action: Term, Err: &DecodeError{Err: err}}
+	}
+	r := Result{}
+	if r.Scope, err = h.scope(msg); err != nil {
+		r.Action, r.Err = Term, fmt.Errorf("idemnats: scope: %w", err)
+		return r
+	}
+	if err := idem.ValidateScope(r.Scope); err != nil {
+		r.Action, r.Err = Term, fmt.Errorf("idemnats: scope: %w", err)
+		return r
+	}
+	r.Source, r.Key = h.key(msg, md, req)
+	if r.Source == 0 {
+		r.Action, r.Err = Term, ErrNoKeySource
+		return r
+	}
+	ctx = idem.ContextWithScope(ctx, r.Scope)
+	if r.Source != FromRequest {
+		ctx = idem.ContextWithKey(ctx, r.Key)
+	}
+	ctx, outcome := idem.ContextWithOutcome(ctx)
+	if h.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.cfg.Timeout)
+		defer cancel()
+	}
+	if h.cfg.Progress > 0 {
+		defer h.progress(msg)()
+	}
+	_, r.Err = h.call(ctx, req)
+	r.Replayed = outcome.Replayed()
+	r.Action, r.Delay = h.settle(r.Err, md.NumDelivered)
+	return r
+}
+
+// decode returns the request msg carries.
+func (h *Handler[Req, Resp]) decode(msg jetstream.Msg) (Req, error) {
+	if h.cfg.Decode != nil {
+		return h.cfg.Decode(msg)
+	}
+	var req Req
+	err := json.Unmarshal(msg.Data(), &req)
+	return req, err
+}
+
+// key returns the first source in h.keys that msg has, and its key.
+func (h *Handler[Req, Resp]) key(msg jetstream.Msg, md *jetstream.MsgMetadata, req Req) (KeySource, string) {
+	for _, k := range h.keys {
+		switch k {
+		case FromMsgID:
+			if id := msg.Headers().Get(HeaderMsgID); id != "" {
+				return k, id
+			}
+		case FromRequest:
+			if v := h.cfg.RequestKey(req); v != "" {
+				return k, v
+			}
+		case FromSequence:
+			return k, "nats-seq:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
+		}
+	}
+	return 0, ""
+}
+
+// settle maps the call's error to the action that settles its message.
+func (h *Handler[Req, Resp]) settle(err error, delivered uint64) (Action, time.Duration) {
+	var (
+		inProgress *idem.InProgressError
+		replayed   *idem.ReplayedError
+	)
+	switch {
+	case err == nil:
+		return Ack, 0
+	case errors.As(err, &inProgress):
+		return Nak, max(inProgress.RetryAfter, time.Second)
+	case errors.Is(err, idem.ErrInProgress), errors.Is(err, idem.ErrLockLost):
+		return Nak, time.Second
+	case errors.Is(err, idem.ErrStore):
+		// The ledger could not be reached, or a commit may not have
+		// reached the standby: a later delivery settles it.
+		return Nak, h.backoff(delivered)
+	case errors.Is(err, idem.ErrMismatch), errors.Is(err, idem.ErrInvalidKey), errors.Is(err, idem.ErrNoKey),
+		errors.Is(err, idem.ErrInvalidScope), errors.Is(err, idem.ErrOutcomeNotRecorded):
+		// Every delivery would get this answer again.
+		return Term, 0
+	case errors.As(err, &replayed):
+		return Ack, 0
+	}
+	for _, f := range h.cfg.FinalErrors {
+		if errors.Is(err, f) {
+			return Ack, 0
+		}
+	}
+	return Nak, h.backoff(delivered)
+}
+
+// progress sends InProgress every cfg.Progress until the returned function
+// is called; that function returns once no InProgress can be sent any more,
+// so none follows the message's settle.
+func (h *Handler[Req, Resp]) progress(msg jetstream.Msg) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(h.cfg.Progress)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// DecodeError is the error of a message whose request cannot be decoded: a
+// poison message, terminated.
+type DecodeError struct{ Err error }
+
+// Error says the request cannot be decoded, and why.
+func (e *DecodeError) Error() string {
+	return "idemnats: the request cannot be decoded: " + e.Err.Error()
+}
+
+// Unwrap returns the decoder's error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// termReason is the reason a terminated message's advisory carries: a
+// fixed text per cause, never the request or the key.
+func termReason(err error) string {
+	var dec *DecodeError
+	switch {
+	case errors.As(err, &dec):
+		return "idemnats: request cannot be decoded"
+	case errors.Is(err, idem.ErrMismatch):
+		return "idemnats: idempotency key reused with a different request"
+	case errors.Is(err, idem.ErrInvalidKey), errors.Is(err, idem.ErrNoKey), errors.Is(err, ErrNoKeySource):
+		return "idemnats: no valid idempotency key"
+	case errors.Is(err, idem.ErrInvalidScope):
+		return "idemnats: invalid idempotency scope"
+	case errors.Is(err, idem.ErrOutcomeNotRecorded):
+		return "idemnats: the call ran but its outcome could not be recorded"
+	}
+	return "idemnats: terminated"
+}
