@@ -73,7 +73,7 @@ func TestNewDBWithBrokenMigrations(t *testing.T) {
 func TestImportsStayLight(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
-	allowed := []string{"github.com/jackc/pgx/v5", "github.com/idemgen/idemgen/runtime/idem", "github.com/idemgen/idemgen/internal/pgbin"}
+	allowed := []string{"github.com/jackc/pgx/v5", "github.com/idemgen/idemgen/runtime/idem", "github.com/idemgen/idemgen/runtime/idemtest/pgserver"}
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue

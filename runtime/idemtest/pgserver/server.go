@@ -180,14 +180,23 @@ func (s *Server) command(ctx context.Context, name string, args ...string) *exec
 // Start starts the postmaster, the first time or again after Stop or Kill,
 // and waits until it accepts connections, it exits, or ctx ends.
 func (s *Server) Start(ctx context.Context) error {
+	p, err := s.launch()
+	if err != nil {
+		return err
+	}
+	return s.waitReady(ctx, p)
+}
+
+// launch starts the postmaster, unless it runs.
+func (s *Server) launch() (*process, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.running != nil && !exited(s.running) {
-		return fmt.Errorf("pgserver: %s is already running", s.name)
+		return nil, fmt.Errorf("pgserver: %s is already running", s.name)
 	}
 	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("pgserver: create server log: %w", err)
+		return nil, fmt.Errorf("pgserver: create server log: %w", err)
 	}
 	listen := ""
 	if s.port != 0 {
@@ -213,10 +222,10 @@ func (s *Server) Start(ctx context.Context) error {
 	cmd.SysProcAttr = procAttr(s.cred, syscall.SIGQUIT) // SIGQUIT: immediate shutdown, backends too
 	p, err := startLocked(cmd, logFile)
 	if err != nil {
-		return fmt.Errorf("pgserver: start %s: %w", s.name, err)
+		return nil, fmt.Errorf("pgserver: start %s: %w", s.name, err)
 	}
 	s.running = p
-	return s.waitReady(ctx, p)
+	return p, nil
 }
 
 // waitReady polls until s accepts connections, p exits, or ctx ends (or
