@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +47,9 @@ type Config struct {
 	// empty.
 	Prefix string
 	// TCP has the server listen on 127.0.0.1 at a free port as well as on
-	// its unix socket. The port stays the same across restarts.
+	// its unix socket. The port stays the same across restarts. As on the
+	// socket, authentication is trust: any local user may connect as the
+	// postgres superuser, which suits a throwaway server only.
 	TCP bool
 	// Settings are server settings, each "name=value" as for postgres -c,
 	// given at every start after the package's own (listen addresses, the
@@ -122,7 +125,7 @@ func newServer(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{name: cfg.Name, bin: bin, cred: cred, settings: cfg.Settings}
+	s := &Server{name: cfg.Name, bin: bin, cred: cred, settings: slices.Clone(cfg.Settings)}
 	if s.name == "" {
 		s.name = "postgres"
 	}
