@@ -18,7 +18,7 @@ const maxConnections = 400
 // makes every test's fresh database and applies the ledger.
 func startPostgres(ctx context.Context) (*pgserver.Server, error) {
 	return pgserver.Start(ctx, pgserver.Config{
-		Prefix: "faults-pg-",
+		Prefix: "faults-pgserver-",
 		TCP:    true,
 		Settings: []string{
 			"full_page_writes=off",

@@ -12,7 +12,7 @@ import (
 
 // DefaultClusterPrefix names the directories of a cluster's servers when its
 // ClusterConfig gives no Prefix.
-const DefaultClusterPrefix = "pgcluster-"
+const DefaultClusterPrefix = "pgserver-cluster-"
 
 // ClusterConfig describes a cluster to start: today a primary and its
 // streaming standbys. Fields added for other shapes (a coordinator and

@@ -57,23 +57,26 @@ func reachableByAll(dir string) bool {
 
 // RemoveStale removes the server directories under root named prefix+…
 // that processes which died without closing their server left behind. A
-// directory is stale when the process that made it is gone; if its
-// postmaster somehow survived, it is stopped first and the directory is left
-// for the next run. A directory without an owner file yet is one being made
-// right now, unless it is an hour old.
+// directory is stale when the process that made it (named in its owner
+// file) is gone; if its postmaster somehow survived, it is stopped first and
+// the directory is left for the next run. A directory without an owner file
+// is one being made right now, or one this package did not make: it is
+// removed only once it is an hour old and no postmaster runs in it.
 func RemoveStale(root, prefix string) {
 	dirs, _ := filepath.Glob(filepath.Join(root, prefix+"*"))
 	for _, dir := range dirs {
+		data := filepath.Join(dir, "data")
+		pm, running := readPid(filepath.Join(data, "postmaster.pid"))
+		running = running && alive(pm)
 		owner, ok := readPid(filepath.Join(dir, ownerFile))
-		if !ok {
-			if fi, err := os.Stat(dir); err != nil || time.Since(fi.ModTime()) < time.Hour {
+		switch {
+		case !ok:
+			if fi, err := os.Stat(dir); err != nil || time.Since(fi.ModTime()) < time.Hour || running {
 				continue
 			}
-		} else if alive(owner) {
+		case alive(owner):
 			continue
-		}
-		data := filepath.Join(dir, "data")
-		if pm, ok := readPid(filepath.Join(data, "postmaster.pid")); ok && alive(pm) {
+		case running:
 			if cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pm) + "/cmdline"); err == nil && bytes.Contains(cmdline, []byte(data)) {
 				_ = syscall.Kill(pm, syscall.SIGQUIT)
 			}

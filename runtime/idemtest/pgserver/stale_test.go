@@ -35,8 +35,11 @@ func TestRemoveStale(t *testing.T) {
 	live := mk("live", os.Getpid())
 	starting := mk("starting", 0)
 	abandoned := mk("abandoned", 0)
+	foreign := mk("foreign", 0) // no owner file, old, a postmaster running
+	require.NoError(t, os.WriteFile(filepath.Join(foreign, "data", "postmaster.pid"), []byte(strconv.Itoa(os.Getpid())+"\n/x\n"), 0o600))
 	old := time.Now().Add(-2 * time.Hour)
 	require.NoError(t, os.Chtimes(abandoned, old, old))
+	require.NoError(t, os.Chtimes(foreign, old, old))
 	unrelated := filepath.Join(root, "something-else")
 	require.NoError(t, os.Mkdir(unrelated, 0o700))
 
@@ -47,6 +50,7 @@ func TestRemoveStale(t *testing.T) {
 	assert.NoDirExists(t, abandoned)
 	assert.DirExists(t, live, "a directory whose process is running was removed")
 	assert.DirExists(t, starting, "a directory being set up was removed")
+	assert.DirExists(t, foreign, "a directory of unknown owner with a running postmaster was removed")
 	assert.DirExists(t, unrelated)
 }
 
