@@ -8,11 +8,11 @@
 // was the same, every intention settled (succeeded, or replays an outcome
 // stored as unknown), every call returned and no goroutine was left behind.
 //
-// TestFailover starts primaries with a pg_basebackup standby each (package
-// internal/pgcluster), kills each primary under load and promotes its
-// standby, with asynchronous and synchronous (on, remote_apply)
-// replication, and logs a table of lost and repeated effects per mode
-// (docs/ha.md).
+// TestFailover starts primaries with a pg_basebackup standby each, kills
+// each primary under load and promotes its standby, with asynchronous and
+// synchronous (on, remote_apply) replication, and logs a table of lost and
+// repeated effects per mode (docs/ha.md). Every server of the suite, and its
+// PgBouncer, is started by package runtime/idemtest/pgserver.
 //
 // TestNATSConsumer publishes business events to a NATS JetStream stream
 // (a nats-server run in the test process), each twice under two message

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgen/idemgen/internal/pgcluster"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
 )
 
 const (
@@ -53,7 +53,7 @@ type failoverCounts struct {
 // failoverWorld is one setting's cluster, pool, store and record of answers.
 type failoverWorld struct {
 	t       *testing.T
-	cluster *pgcluster.Cluster
+	cluster *pgserver.Cluster
 	link    *toxiproxy.Proxy // the standby's replication connection
 	pool    *pgxpool.Pool
 	svc     *service
@@ -127,7 +127,7 @@ func failoverTable(table map[string]map[kind]failoverCounts) string {
 // linkedCluster is a cluster whose standby streams from the primary through
 // a fault proxy (link).
 type linkedCluster struct {
-	cluster *pgcluster.Cluster
+	cluster *pgserver.Cluster
 	link    *toxiproxy.Proxy
 	err     error
 }
@@ -144,10 +144,10 @@ func startLinkedClusters(t *testing.T, n int) []*linkedCluster {
 		lc := &linkedCluster{}
 		out[i] = lc
 		wg.Go(func() {
-			lc.cluster, lc.err = pgcluster.StartVia(ctx, func(primary string) (string, error) {
+			lc.cluster, lc.err = pgserver.StartCluster(ctx, pgserver.ClusterConfig{Standbys: 1, Via: func(primary string) (string, error) {
 				lc.link = toxiproxy.NewProxy(suite.toxic, fmt.Sprintf("%s_%d", t.Name(), i), "127.0.0.1:0", primary)
 				return lc.link.Listen, lc.link.Start()
-			})
+			}})
 		})
 	}
 	wg.Wait()
@@ -247,7 +247,7 @@ func (w *failoverWorld) failover(r replication) {
 		w.waitUntil("a call fails while the standby is away", func() bool { return w.failed.Load() > failed })
 	}
 	require.NoError(t, w.cluster.Primary.Kill(ctx))
-	require.NoError(t, w.cluster.Standby.Promote(ctx))
+	require.NoError(t, w.cluster.Standbys[0].Promote(ctx))
 }
 
 // waitUntil polls cond; it fails the test after a minute.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
+	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
 )
 
 const (
@@ -46,7 +47,7 @@ var errHung = errors.New("call did not return")
 
 // postmasterWaiter is the goroutine that waits for a (re)started server: it
 // belongs to the suite, not to a scenario.
-const postmasterWaiter = "github.com/idemgen/idemgen/internal/faults.(*postgres).start.func1"
+const postmasterWaiter = "github.com/idemgen/idemgen/runtime/idemtest/pgserver.startLocked.func1"
 
 // toxicStub is a goroutine of the fault proxy's links; a link cut while a
 // toxic is removed can leave one behind. It is the fault injector's, not
@@ -178,7 +179,7 @@ func newEnv(t *testing.T, name string, cfg envConfig) *env {
 	}
 	e.returned = sync.NewCond(&e.mu)
 	if cfg.upstream == "" {
-		cfg.upstream = suite.pg.addr()
+		cfg.upstream = suite.pg.Addr()
 	}
 	e.proxy = toxiproxy.NewProxy(suite.toxic, strings.ReplaceAll(t.Name(), "/", "_"), "127.0.0.1:0", cfg.upstream)
 	require.NoError(t, e.proxy.Start())
@@ -193,7 +194,7 @@ func (e *env) connect(cfg envConfig) {
 	t := e.t
 	t.Helper()
 	e.closePool()
-	pcfg, err := pgxpool.ParseConfig(connURL(e.proxy.Listen, e.db.Name))
+	pcfg, err := pgxpool.ParseConfig(pgserver.TCPURL(e.proxy.Listen, e.db.Name))
 	require.NoError(t, err)
 	pcfg.MaxConns = cmp(cfg.poolSize, 32)
 	if cfg.execMode != 0 {

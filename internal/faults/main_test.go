@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idemgen/idemgen/runtime/idemtest"
+	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
 )
 
 var long = flag.Bool("faults.long", false, "run the scenarios with bigger counts and print the figures as a markdown table")
@@ -23,11 +24,11 @@ var long = flag.Bool("faults.long", false, "run the scenarios with bigger counts
 // the figures printed at the end. It is package state because TestMain owns
 // it: the server takes seconds to start and outlives every test.
 var suite struct {
-	pg    *postgres
+	pg    *pgserver.Server
 	toxic *toxiproxy.ApiServer
 
 	bouncerOnce sync.Once
-	bouncer     *pgbouncer
+	bouncer     *pgserver.Bouncer
 	bouncerErr  error
 
 	mu      sync.Mutex
@@ -54,21 +55,23 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() {
-		if err := pg.close(); err != nil {
+		if err := pg.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}()
 	suite.pg = pg
 	// idemtest makes each test's fresh database, with the ledger, on this
 	// server.
-	if err := os.Setenv(idemtest.EnvDatabaseURL, pg.url("postgres")); err != nil {
+	if err := os.Setenv(idemtest.EnvDatabaseURL, pg.URL("postgres")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	suite.toxic = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	code := m.Run()
 	if suite.bouncer != nil {
-		suite.bouncer.close()
+		if err := suite.bouncer.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
 	}
 	printTable()
 	return code

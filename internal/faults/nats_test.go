@@ -299,7 +299,7 @@ func TestNATSConsumer(t *testing.T) {
 	)
 	consume := func() (kill func()) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), natsWorkerEnv+"=1", workerDB+"="+suite.pg.url(db.Name),
+		cmd.Env = append(os.Environ(), natsWorkerEnv+"=1", workerDB+"="+suite.pg.URL(db.Name),
 			workerBank+"="+bankSrv.URL, natsURLEnv+"="+ns.srv.ClientURL())
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)

@@ -27,10 +27,10 @@ func (e *env) waitClaims(n int64) {
 	})
 }
 
-// TestPostgresRestart stops PostgreSQL with pg_ctl stop -m immediate in the
-// middle of a load of atomic, external and inline calls with repeated keys,
-// waits until every call in flight has returned, and starts it again; on the
-// pgx and the database/sql path.
+// TestPostgresRestart stops PostgreSQL with an immediate shutdown (what
+// pg_ctl stop -m immediate sends) in the middle of a load of atomic, external
+// and inline calls with repeated keys, waits until every call in flight has
+// returned, and starts it again; on the pgx and the database/sql path.
 func TestPostgresRestart(t *testing.T) {
 	onBothPaths(t, func(t *testing.T, p txPath) {
 		n := size(30, 300)
@@ -41,9 +41,9 @@ func TestPostgresRestart(t *testing.T) {
 		e.waitClaims(int64(len(ins) / 3))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		require.NoError(t, suite.pg.stopImmediate(ctx))
+		require.NoError(t, suite.pg.Kill(ctx))
 		e.drainInflight()
-		require.NoError(t, suite.pg.start(ctx))
+		require.NoError(t, suite.pg.Start(ctx))
 		wait()
 		t.Logf("done at %s", time.Since(begin))
 		e.check(ins)

@@ -3,150 +3,30 @@ package faults
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgen/idemgen/internal/pgbin"
+	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
 )
-
-// pgbouncer is a PgBouncer in transaction pooling mode in front of the
-// suite's server, run as the server's user (it refuses root).
-type pgbouncer struct {
-	dir    string
-	port   int
-	proc   *os.Process
-	exited chan struct{}
-}
 
 const noBouncerHelp = "faults: pgbouncer not found on PATH or in /usr/sbin: run scripts/install-tools.sh as root (it runs apt-get install pgbouncer), or apt-get install pgbouncer"
 
-// bouncer returns the suite's PgBouncer, starting it on first use.
-func bouncer() (*pgbouncer, error) {
+// bouncer returns the suite's PgBouncer, in transaction pooling mode in
+// front of the suite's server, starting it on first use.
+func bouncer() (*pgserver.Bouncer, error) {
 	suite.bouncerOnce.Do(func() {
-		suite.bouncer, suite.bouncerErr = startPgBouncer(suite.pg)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		suite.bouncer, suite.bouncerErr = pgserver.StartBouncer(ctx, suite.pg, pgserver.BouncerConfig{PoolMode: "transaction"})
+		if errors.Is(suite.bouncerErr, pgserver.ErrNoBouncer) {
+			suite.bouncerErr = errors.New(noBouncerHelp)
+		}
 	})
 	return suite.bouncer, suite.bouncerErr
-}
-
-func startPgBouncer(pg *postgres) (_ *pgbouncer, err error) {
-	bin, err := exec.LookPath("pgbouncer")
-	if err != nil {
-		bin = "/usr/sbin/pgbouncer"
-		if _, serr := os.Stat(bin); serr != nil {
-			return nil, errors.New(noBouncerHelp)
-		}
-	}
-	dir, err := os.MkdirTemp("/tmp", "faults-pgbouncer-")
-	if err != nil {
-		return nil, fmt.Errorf("faults: pgbouncer directory: %w", err)
-	}
-	b := &pgbouncer{dir: dir, exited: make(chan struct{})}
-	defer func() {
-		if err != nil {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	if b.port, err = freePort(); err != nil {
-		return nil, err
-	}
-	ini := fmt.Sprintf(`[databases]
-* = host=127.0.0.1 port=%d user=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-pool_mode = transaction
-max_client_conn = 1000
-default_pool_size = 20
-logfile = %s
-pidfile = %s
-ignore_startup_parameters = extra_float_digits
-`, pg.port, b.port, filepath.Join(dir, "userlist.txt"), filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
-	files := map[string]string{"pgbouncer.ini": ini, "userlist.txt": `"postgres" ""` + "\n"}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			return nil, fmt.Errorf("faults: %w", err)
-		}
-	}
-	if pg.cred != nil {
-		if err := os.Chown(dir, int(pg.cred.Uid), int(pg.cred.Gid)); err != nil {
-			return nil, fmt.Errorf("faults: hand %s to the postgres user: %w", dir, err)
-		}
-	}
-	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
-	cmd.Dir = dir
-	cmd.Env = pgbin.ServerEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred, Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: Pdeathsig follows the thread
-		defer close(b.exited)
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			_ = cmd.Wait()
-		}
-	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("faults: start pgbouncer: %w", err)
-	}
-	b.proc = cmd.Process
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		cfg, err := pgx.ParseConfig(connURL(b.addr(), "postgres"))
-		if err != nil {
-			return nil, fmt.Errorf("faults: %w", err)
-		}
-		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-		conn, err := pgx.ConnectConfig(ctx, cfg)
-		if err == nil {
-			_, err = conn.Exec(ctx, "SELECT 1")
-			_ = conn.Close(ctx)
-		}
-		if err == nil {
-			return b, nil
-		}
-		select {
-		case <-b.exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
-			return nil, fmt.Errorf("faults: pgbouncer exited during start-up: %w\n%s", err, log)
-		case <-ctx.Done():
-			b.close()
-			return nil, fmt.Errorf("faults: pgbouncer did not accept connections: %w", err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// addr is PgBouncer's TCP address.
-func (b *pgbouncer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(b.port)) }
-
-// close stops PgBouncer and removes its directory.
-func (b *pgbouncer) close() {
-	_ = b.proc.Signal(syscall.SIGINT) // SIGINT: shut down at once
-	select {
-	case <-b.exited:
-	case <-time.After(10 * time.Second):
-		_ = b.proc.Kill()
-		<-b.exited
-	}
-	_ = os.RemoveAll(b.dir)
 }
 
 // TestPgBouncerTransactionMode runs twins through a real PgBouncer in
@@ -170,14 +50,14 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 		{"cache_describe", pgx.QueryExecModeCacheDescribe},
 	} {
 		t.Run(m.name, func(t *testing.T) {
-			e := newEnv(t, "PgBouncer transaction mode, pgx "+m.name, envConfig{upstream: b.addr(), execMode: m.mode})
+			e := newEnv(t, "PgBouncer transaction mode, pgx "+m.name, envConfig{upstream: b.Addr(), execMode: m.mode})
 			ins := withInline(intents("bouncer-"+m.name, n, n), "bouncer-"+m.name, n)
 			e.storm(ins, 4)()
 			e.check(ins)
 		})
 	}
 	t.Run("cache_statement", func(t *testing.T) {
-		e := newEnv(t, "PgBouncer transaction mode, pgx cache_statement (default)", envConfig{upstream: b.addr(), execMode: pgx.QueryExecModeCacheStatement})
+		e := newEnv(t, "PgBouncer transaction mode, pgx cache_statement (default)", envConfig{upstream: b.Addr(), execMode: pgx.QueryExecModeCacheStatement})
 		ins := intents("bouncer-default", n, n)
 		var wg sync.WaitGroup
 		for _, in := range ins {

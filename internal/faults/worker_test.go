@@ -159,7 +159,7 @@ func TestCallerKilled(t *testing.T) {
 
 	run := func(kill bool) []workerLine {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), workerEnv+"=1", workerDB+"="+suite.pg.url(e.db.Name), workerBank+"="+srv.URL, workerN+"="+strconv.Itoa(n))
+		cmd.Env = append(os.Environ(), workerEnv+"=1", workerDB+"="+suite.pg.URL(e.db.Name), workerBank+"="+srv.URL, workerN+"="+strconv.Itoa(n))
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		cmd.Stderr = os.Stderr

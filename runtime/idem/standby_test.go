@@ -11,16 +11,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgen/idemgen/internal/pgcluster"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
+	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
 )
 
 // standbyEnv is a primary with a synchronous streaming standby, the ledger
 // and the test tables on the primary, and a store whose pool sees the
 // server's notices through idem.NoticeHandler.
 type standbyEnv struct {
-	cluster *pgcluster.Cluster
+	cluster *pgserver.Cluster
 	pool    *pgxpool.Pool
 	store   *idem.Store
 	p       path         // the store's kind
@@ -30,7 +30,7 @@ type standbyEnv struct {
 func newStandbyEnv(t *testing.T, p path) *standbyEnv {
 	t.Helper()
 	ctx := context.Background()
-	c, err := pgcluster.Start(ctx)
+	c, err := pgserver.StartCluster(ctx, pgserver.ClusterConfig{Standbys: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, c.Close()) })
 	require.NoError(t, c.Synchronous(ctx, "on"))
@@ -156,7 +156,7 @@ func testCommitNotReplicated(t *testing.T, p path) {
 		extDone <- err
 	}()
 	<-inBody
-	require.NoError(t, e.cluster.Standby.Kill(ctx))
+	require.NoError(t, e.cluster.Standbys[0].Kill(ctx))
 	close(release)
 	require.ErrorIs(t, <-extDone, idem.ErrOutcomeNotRecorded, "external")
 
@@ -197,7 +197,7 @@ func testCommitNotReplicated(t *testing.T, p path) {
 	}
 	assert.Equal(t, runs, e.runs.Load(), "no body ran again")
 
-	require.NoError(t, e.cluster.Standby.Start(ctx))
+	require.NoError(t, e.cluster.Standbys[0].Start(ctx))
 	require.NoError(t, e.cluster.Synchronous(ctx, "on"))
 	for key, retry := range retries {
 		rctx, o := idem.ContextWithOutcome(keyed(key))

@@ -35,6 +35,10 @@
 // e.g. to preload pg_stat_statements), databases from [Server.NewDB], and
 // stops it with [Server.Stop].
 //
+// The servers are started by package [github.com/idemgen/idemgen/runtime/idemtest/pgserver],
+// which a test or demo that needs a server on TCP, one it can kill and
+// start again, a primary with standbys or a PgBouncer uses directly.
+//
 // # Migrations
 //
 // [WithMigrations] makes New build the database from the package's own

@@ -67,13 +67,18 @@ func TestNewDBWithBrokenMigrations(t *testing.T) {
 	assert.Equal(t, before, after)
 }
 
-// TestImportsStayLight keeps the package's imports to the standard library,
-// pgx and this module's runtime: generated tests import the package, so
-// anything more (a migration tool, say) would enter every user's go.mod.
+// TestImportsStayLight keeps the imports of the package and of its launcher
+// (pgserver) to the standard library, pgx and this module's runtime:
+// generated tests import the package, so anything more (a migration tool,
+// say) would enter every user's go.mod.
 func TestImportsStayLight(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
-	allowed := []string{"github.com/jackc/pgx/v5", "github.com/idemgen/idemgen/runtime/idem", "github.com/idemgen/idemgen/internal/pgbin"}
+	launcher, err := filepath.Glob(filepath.Join("pgserver", "*.go"))
+	require.NoError(t, err)
+	require.NotEmpty(t, launcher)
+	files = append(files, launcher...)
+	allowed := []string{"github.com/jackc/pgx/v5", "github.com/idemgen/idemgen/runtime/idem", "github.com/idemgen/idemgen/runtime/idemtest/pgserver"}
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue

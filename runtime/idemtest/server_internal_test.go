@@ -1,121 +1,21 @@
 package idemtest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgen/idemgen/internal/pgbin"
+	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
 )
 
-// envOrphanChild makes the test binary act as a test binary that starts a
-// server and is then killed: see TestServerDiesWithTestBinary.
-const envOrphanChild = "IDEMTEST_ORPHAN_CHILD"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(envOrphanChild) == "1" {
-		orphanChild()
-		return
-	}
-	Main(m)
-}
-
-// orphanChild starts the shared server, prints the postmaster's pid and the
-// server directory, and blocks until it is killed.
-func orphanChild() {
-	srv, err := getServer()
-	if err != nil {
-		fmt.Println("error:", strings.ReplaceAll(err.Error(), "\n", " "))
-		os.Exit(1)
-	}
-	fmt.Println(srv.proc.Pid, srv.dir)
-	_, _ = io.Copy(io.Discard, os.Stdin) // the parent never closes stdin
-	os.Exit(0)
-}
-
-// TestServerDiesWithTestBinary kills (SIGKILL, so no cleanup code runs) a test
-// binary that started a server, and checks the server goes with it and the
-// next start removes the directory it left.
-func TestServerDiesWithTestBinary(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envOrphanChild+"=1", EnvDatabaseURL+"=")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	defer stdin.Close()
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, "child output: %q", line)
-	var pid int
-	var dir string
-	_, err = fmt.Sscan(line, &pid, &dir)
-	require.NoError(t, err, "child output: %q", line)
-	require.True(t, alive(pid), "postmaster %d is not running", pid)
-
-	require.NoError(t, cmd.Process.Kill())
-	_ = cmd.Wait()
-
-	// The kernel signals the postmaster when the child dies; it then needs a
-	// moment to shut down. The deadline only turns a server that never stops
-	// into a failure instead of a hang.
-	deadline := time.Now().Add(30 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	require.False(t, alive(pid), "postmaster %d outlived the test binary that started it", pid)
-
-	require.DirExists(t, dir)
-	removeStale(filepath.Dir(dir))
-	assert.NoDirExists(t, dir, "the stale server directory was not removed")
-}
-
-func TestRemoveStale(t *testing.T) {
-	root := t.TempDir()
-	dead := exec.Command("true")
-	require.NoError(t, dead.Run())
-	deadPid := dead.Process.Pid
-
-	mk := func(name string, owner int) string {
-		dir := filepath.Join(root, tempPrefix+name)
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o700))
-		if owner > 0 {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(owner)+"\n"), 0o644))
-		}
-		return dir
-	}
-	stale := mk("stale", deadPid)
-	staleWithPidFile := mk("stalepid", deadPid)
-	require.NoError(t, os.WriteFile(filepath.Join(staleWithPidFile, "data", "postmaster.pid"), []byte(strconv.Itoa(deadPid)+"\n/x\n"), 0o600))
-	live := mk("live", os.Getpid())
-	starting := mk("starting", 0)
-	abandoned := mk("abandoned", 0)
-	old := time.Now().Add(-2 * time.Hour)
-	require.NoError(t, os.Chtimes(abandoned, old, old))
-	unrelated := filepath.Join(root, "something-else")
-	require.NoError(t, os.Mkdir(unrelated, 0o700))
-
-	removeStale(root)
-
-	assert.NoDirExists(t, stale)
-	assert.NoDirExists(t, staleWithPidFile)
-	assert.NoDirExists(t, abandoned)
-	assert.DirExists(t, live, "a directory whose test binary is running was removed")
-	assert.DirExists(t, starting, "a directory being set up was removed")
-	assert.DirExists(t, unrelated)
-}
+func TestMain(m *testing.M) { Main(m) }
 
 func TestFindBinariesMissingSaysHowToGetOne(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
@@ -125,33 +25,8 @@ func TestFindBinariesMissingSaysHowToGetOne(t *testing.T) {
 	assert.Contains(t, err.Error(), EnvDatabaseURL)
 }
 
-func TestFindBinariesPicksHighestVersion(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
-	root := t.TempDir()
-	for _, v := range []string{"9.6", "10", "15", "16"} {
-		bin := filepath.Join(root, v, "bin")
-		require.NoError(t, os.MkdirAll(bin, 0o755))
-		names := []string{"initdb", "postgres"}
-		if v == "16" {
-			names = names[:1] // incomplete install: no server binary
-		}
-		for _, n := range names {
-			require.NoError(t, os.WriteFile(filepath.Join(bin, n), []byte("#!/bin/sh\n"), 0o755))
-		}
-	}
-	got, err := findBinaries(filepath.Join(root, "*", "bin"))
-	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(root, "15", "bin"), got)
-
-	// Binaries on PATH win.
-	t.Setenv("PATH", filepath.Join(root, "9.6", "bin"))
-	got, err = findBinaries(filepath.Join(root, "*", "bin"))
-	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(root, "9.6", "bin"), got)
-}
-
 func TestStartupFailureShowsServerLog(t *testing.T) {
-	bin, err := findBinaries(pgbin.DebianBinaries)
+	bin, err := findBinaries(pgserver.DebianBinaries)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
 	defer cancel()
@@ -224,7 +99,7 @@ func TestExternalServerURL(t *testing.T) {
 	t.Setenv(EnvDatabaseURL, url)
 	ext, err := startServer(t.Context())
 	require.NoError(t, err)
-	assert.Nil(t, ext.proc, "a server was started although %s is set", EnvDatabaseURL)
+	assert.Nil(t, ext.pg, "a server was started although %s is set", EnvDatabaseURL)
 	assert.Nil(t, ext.templates)
 	require.NoError(t, ext.stop())
 }
@@ -234,17 +109,4 @@ func TestExternalServerUnreachable(t *testing.T) {
 	_, err := startServer(t.Context())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), EnvDatabaseURL)
-}
-
-func TestTempRootReachableByServerUser(t *testing.T) {
-	// Short, so the socket path stays within limits.
-	private, err := os.MkdirTemp("/tmp", "p")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(private) })
-	t.Setenv("TMPDIR", private)
-	assert.Equal(t, "/tmp", tempRoot(&syscall.Credential{Uid: 101, Gid: 104}), "a directory the server user cannot reach")
-	assert.Equal(t, private, tempRoot(nil), "the current user can reach its own TMPDIR")
-
-	t.Setenv("TMPDIR", "/"+strings.Repeat("d", 90))
-	assert.Equal(t, "/tmp", tempRoot(nil), "the socket path would be too long")
 }

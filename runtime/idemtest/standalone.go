@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/idemgen/idemgen/internal/pgbin"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
 )
 
 // Server is a PostgreSQL server of its own for a program that is not a test,
@@ -56,7 +56,7 @@ func Start(ctx context.Context, opts ...ServerOption) (*Server, error) {
 		}
 		return &Server{srv: srv}, nil
 	}
-	bin, err := findBinaries(pgbin.DebianBinaries)
+	bin, err := findBinaries(pgserver.DebianBinaries)
 	if err != nil {
 		return nil, err
 	}

@@ -39,8 +39,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemgen/idemgen/example/cmd/demo/internal/pglocal"
 	"github.com/idemgen/idemgen/example/cmd/demo/scenario"
+	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
 )
 
 // defaultAddr is where -serve listens unless -addr says otherwise; the
@@ -96,21 +96,21 @@ func demo(ctx context.Context, stdout, stderr io.Writer, serve bool, addr, grpcA
 		start := time.Now()
 		dots := scenario.Dots(stdout, 500*time.Millisecond)
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		srv, err := pglocal.Start(sctx)
+		srv, err := startPostgres(sctx)
 		cancel()
 		dots()
 		if err != nil {
 			fmt.Fprintln(stdout)
 			return fmt.Errorf("start PostgreSQL: %w", err)
 		}
-		fmt.Fprintf(stdout, " ready in %.1fs\n  %s (binaries from %s)\n", time.Since(start).Seconds(), srv.Dir, srv.Bin)
+		fmt.Fprintf(stdout, " ready in %.1fs\n  %s (binaries from %s)\n", time.Since(start).Seconds(), srv.Dir(), srv.Bin())
 		defer func() {
 			fmt.Fprintln(stdout, "Stopping PostgreSQL and removing its directory.")
-			if serr := srv.Stop(); err == nil && serr != nil {
+			if serr := srv.Close(); err == nil && serr != nil {
 				err = fmt.Errorf("stop PostgreSQL: %w", serr)
 			}
 		}()
-		dbURL = srv.URL
+		dbURL = srv.URL("postgres")
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -138,4 +138,21 @@ func demo(ctx context.Context, stdout, stderr io.Writer, serve bool, addr, grpcA
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return env.Close(sctx)
+}
+
+// startPostgres starts the demo's throwaway server: on a unix socket in a
+// temporary directory, with durability switched off.
+func startPostgres(ctx context.Context) (*pgserver.Server, error) {
+	srv, err := pgserver.Start(ctx, pgserver.Config{
+		Prefix:   "idemgen-demo-",
+		Settings: []string{"synchronous_commit=off", "full_page_writes=off"},
+	})
+	switch {
+	case errors.Is(err, pgserver.ErrNoBinaries):
+		return nil, fmt.Errorf("%w: install them (Debian/Ubuntu: apt-get install postgresql-15; Fedora: dnf install postgresql-server; macOS: brew install postgresql@15) "+
+			"or set DATABASE_URL to a server to use", err)
+	case errors.Is(err, pgserver.ErrNoServerUser):
+		return nil, fmt.Errorf("%w; run the demo as a normal user, create one (useradd --system postgres), or set DATABASE_URL", err)
+	}
+	return srv, err
 }
