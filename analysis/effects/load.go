@@ -1,15 +1,16 @@
 package effects
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"go/types"
-	"os/exec"
+	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"golang.org/x/tools/go/packages"
@@ -43,123 +44,195 @@ type Program struct {
 	concrete []types.Type            // candidate dynamic types of interface values
 	impls    map[string][]types.Type // by interface type string
 	oks      map[string]map[int]okComment
-	goroot   string
 }
 
-// Load type-checks the packages cfg names and their dependencies from
-// source and builds them in SSA form. The standard library is read without
-// function bodies: its effects are leaves of the catalogue, never walked
-// into. Test files are not loaded, so an implementation that only a test
-// declares (a fake) is not a candidate for an interface call.
+// Load type-checks the packages cfg names and their dependencies outside
+// the standard library from source, and builds them in SSA form. The
+// standard library is read from export data, without function bodies: its
+// effects are leaves of the catalogue, never walked into. Test files are
+// not loaded, so an implementation that only a test declares (a fake) is
+// not a candidate for an interface call.
 func Load(ctx context.Context, cfg Config) (*Program, error) {
-	goroot, err := goRoot(ctx, cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-	pcfg := &packages.Config{
-		Context: ctx,
-		Dir:     cfg.Dir,
-		Mode: packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedImports |
-			packages.NeedDeps | packages.NeedTypes | packages.NeedTypesInfo | packages.NeedSyntax,
-		Overlay: cfg.Overlay,
-		ParseFile: func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
-			if goroot != "" && strings.HasPrefix(filename, goroot) {
-				f, err := parser.ParseFile(fset, filename, src, parser.SkipObjectResolution)
-				if f != nil {
-					dropBodies(f)
-				}
-				return f, err
-			}
-			return parser.ParseFile(fset, filename, src, parser.ParseComments|parser.SkipObjectResolution)
-		},
-	}
-	if cfg.Tags != "" {
-		pcfg.BuildFlags = []string{"-tags=" + cfg.Tags}
-	}
 	patterns := cfg.Patterns
 	if len(patterns) == 0 {
 		patterns = []string{"."}
 	}
-	pkgs, err := packages.Load(pcfg, patterns...)
+	var flags []string
+	if cfg.Tags != "" {
+		flags = append(flags, "-tags="+cfg.Tags)
+	}
+	if len(cfg.Overlay) > 0 {
+		// Given to the go command only, as a build flag: packages.Config's
+		// own Overlay would make go/packages distrust all export data and
+		// type-check the standard library from source. ParseFile reads the
+		// files' contents from cfg.Overlay.
+		flag, cleanup, err := writeOverlay(cfg.Overlay)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		flags = append(flags, flag)
+	}
+	// The packages the walk can enter, listed (cheap), are the roots of
+	// the load, type-checked from source: the packages named and those
+	// they reach outside the standard library and the leaf packages. The
+	// rest is read from export data (types, no bodies).
+	list, err := packages.Load(&packages.Config{Context: ctx, Dir: cfg.Dir, BuildFlags: flags,
+		Mode: packages.NeedName | packages.NeedImports | packages.NeedDeps | packages.NeedModule}, patterns...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s for the effect check: %w", strings.Join(patterns, " "), err)
+	}
+	paths := walked(list)
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("list %s for the effect check: no package of a module", strings.Join(patterns, " "))
+	}
+	pcfg := &packages.Config{
+		Context:    ctx,
+		Dir:        cfg.Dir,
+		BuildFlags: flags,
+		Mode: packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedImports |
+			packages.NeedTypes | packages.NeedTypesInfo | packages.NeedSyntax | packages.NeedModule,
+		ParseFile: func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
+			if b, ok := cfg.Overlay[filename]; ok {
+				src = b
+			}
+			return parser.ParseFile(fset, filename, src, parser.ParseComments|parser.SkipObjectResolution)
+		},
+	}
+	pkgs, err := packages.Load(pcfg, paths...)
 	if err != nil {
 		return nil, fmt.Errorf("load %s for the effect check: %w", strings.Join(patterns, " "), err)
 	}
-	prog := build(pkgs, goroot)
+	prog := build(pkgs)
 	p := &Program{fset: prog.Fset, prog: prog, roots: map[string]*packages.Package{}, files: map[string]*ast.File{},
-		impls: map[string][]types.Type{}, oks: map[string]map[int]okComment{}, goroot: goroot}
+		impls: map[string][]types.Type{}, oks: map[string]map[int]okComment{}}
 	for _, pkg := range pkgs {
 		p.roots[pkg.PkgPath] = pkg
-	}
-	packages.Visit(pkgs, nil, func(pkg *packages.Package) {
 		for _, f := range pkg.Syntax {
-			if name := prog.Fset.Position(f.Package).Filename; goroot == "" || !strings.HasPrefix(name, goroot) {
-				p.files[name] = f
-			}
+			p.files[prog.Fset.Position(f.Package).Filename] = f
 		}
-	})
+	}
 	p.concrete = concreteTypes(prog)
 	return p, nil
 }
 
-// build creates the SSA form of every package that type-checked, and
-// builds it. The standard library's packages, read without bodies, report
-// imports their bodies used as unused: that is not an error of theirs.
-func build(pkgs []*packages.Package, goroot string) *ssa.Program {
+// walked returns the import paths of the packages named and of those they
+// import, to the end, without passing through the standard library or a
+// leaf package.
+func walked(named []*packages.Package) []string {
+	var out []string
+	seen := map[*packages.Package]bool{}
+	var visit func(p *packages.Package, root bool)
+	visit = func(p *packages.Package, root bool) {
+		if seen[p] || !root && (p.Module == nil || leaf(p.PkgPath)) {
+			return
+		}
+		seen[p] = true
+		out = append(out, p.PkgPath)
+		for _, path := range sortedImports(p) {
+			visit(p.Imports[path], false)
+		}
+	}
+	for _, p := range named {
+		visit(p, true)
+	}
+	return out
+}
+
+func sortedImports(p *packages.Package) []string {
+	out := make([]string, 0, len(p.Imports))
+	for path := range p.Imports {
+		out = append(out, path)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// build creates the SSA form of every package loaded from source that
+// type-checked, and of the packages they import (types only), and builds
+// it.
+func build(pkgs []*packages.Package) *ssa.Program {
 	var fset *token.FileSet
 	if len(pkgs) > 0 {
 		fset = pkgs[0].Fset
 	}
 	prog := ssa.NewProgram(fset, ssa.InstantiateGenerics)
-	packages.Visit(pkgs, nil, func(p *packages.Package) {
-		if p.Types != nil && p.TypesInfo != nil && !broken(p, goroot) {
-			prog.CreatePackage(p.Types, p.Syntax, p.TypesInfo, true)
+	created := map[*types.Package]bool{}
+	var ok []*packages.Package
+	for _, p := range pkgs {
+		if p.Types != nil && p.TypesInfo != nil && !broken(p) {
+			ok = append(ok, p)
+			created[p.Types] = true
 		}
-	})
+	}
+	var typesOnly func(t *types.Package)
+	typesOnly = func(t *types.Package) {
+		if created[t] {
+			return
+		}
+		created[t] = true
+		prog.CreatePackage(t, nil, nil, true)
+		for _, imp := range t.Imports() {
+			typesOnly(imp)
+		}
+	}
+	for _, p := range ok {
+		prog.CreatePackage(p.Types, p.Syntax, p.TypesInfo, true)
+	}
+	for _, p := range ok {
+		for _, imp := range p.Types.Imports() {
+			typesOnly(imp)
+		}
+	}
 	prog.Build()
 	return prog
 }
 
 // broken reports a package whose type-check failed, or one of whose
-// dependencies' did, outside the standard library.
-func broken(p *packages.Package, goroot string) bool {
+// dependencies' did.
+func broken(p *packages.Package) bool {
 	bad := false
 	packages.Visit([]*packages.Package{p}, func(q *packages.Package) bool {
-		for _, e := range q.Errors {
-			if goroot == "" || !strings.HasPrefix(e.Pos, goroot) {
-				bad = true
-			}
+		if len(q.Errors) > 0 {
+			bad = true
 		}
 		return !bad
 	}, nil)
 	return bad
 }
 
-// goRoot asks the go command for the standard library's root, with a
-// trailing separator.
-func goRoot(ctx context.Context, dir string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "env", "GOROOT")
-	cmd.Dir = dir
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go env GOROOT: %w: %s", err, strings.TrimSpace(stderr.String()))
+// writeOverlay writes overlay as the go command's -overlay file and the
+// replacement files it names, in a new temporary directory, and returns the
+// flag and a function that removes them.
+func writeOverlay(overlay map[string][]byte) (string, func(), error) {
+	tmp, err := os.MkdirTemp("", "idemgen-effects-")
+	if err != nil {
+		return "", nil, fmt.Errorf("write load overlay: %w", err)
 	}
-	root := strings.TrimSpace(out.String())
-	if root == "" {
-		return "", nil
+	cleanup := func() { _ = os.RemoveAll(tmp) }
+	replace := map[string]string{}
+	paths := make([]string, 0, len(overlay))
+	for p := range overlay {
+		paths = append(paths, p)
 	}
-	return filepath.Clean(root) + string(filepath.Separator), nil
-}
-
-// dropBodies removes the bodies of a file's non-generic functions: the
-// type checker needs their signatures only (a generic function must keep
-// its body).
-func dropBodies(f *ast.File) {
-	for _, d := range f.Decls {
-		if fd, ok := d.(*ast.FuncDecl); ok && fd.Type.TypeParams == nil && !genericRecv(fd) {
-			fd.Body = nil
+	sort.Strings(paths)
+	for i, p := range paths {
+		name := filepath.Join(tmp, fmt.Sprintf("%d.go", i))
+		if err := os.WriteFile(name, overlay[p], 0o600); err != nil {
+			cleanup()
+			return "", nil, fmt.Errorf("write load overlay: %w", err)
 		}
+		replace[p] = name
 	}
+	js, err := json.Marshal(struct{ Replace map[string]string }{replace})
+	if err == nil {
+		err = os.WriteFile(filepath.Join(tmp, "overlay.json"), js, 0o600)
+	}
+	if err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("write load overlay: %w", err)
+	}
+	return "-overlay=" + filepath.Join(tmp, "overlay.json"), cleanup, nil
 }
 
 // concreteTypes returns every non-generic, non-interface named type the
@@ -215,20 +288,4 @@ func (p *Program) implementations(iface types.Type) []types.Type {
 	}
 	p.impls[key] = out
 	return out
-}
-
-// genericRecv reports a method of a generic type.
-func genericRecv(fd *ast.FuncDecl) bool {
-	if fd.Recv == nil || len(fd.Recv.List) == 0 {
-		return false
-	}
-	t := fd.Recv.List[0].Type
-	if s, ok := t.(*ast.StarExpr); ok {
-		t = s.X
-	}
-	switch t.(type) {
-	case *ast.IndexExpr, *ast.IndexListExpr:
-		return true
-	}
-	return false
 }

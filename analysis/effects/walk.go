@@ -6,7 +6,6 @@ import (
 	"go/token"
 	"go/types"
 	"sort"
-	"strings"
 
 	"golang.org/x/tools/go/packages"
 	"golang.org/x/tools/go/ssa"
@@ -103,9 +102,9 @@ func (p *Program) method(m Method) (*ssa.Function, *ast.FuncDecl, error) {
 	if lp == nil {
 		return nil, nil, fmt.Errorf("package %s is not loaded", m.Pkg)
 	}
-	if broken(lp, p.goroot) {
+	if broken(lp) {
 		msg := "it does not type-check"
-		if err := firstError(lp, p.goroot); err != "" {
+		if err := firstError(lp); err != "" {
 			msg += ": " + err
 		}
 		return nil, nil, fmt.Errorf("cannot check the effects of %s.%s: %s", m.Recv, m.Name, msg)
@@ -441,13 +440,11 @@ func (w *walk) name(fn *ssa.Function) string {
 }
 
 // firstError is the first error of pkg or of its dependencies.
-func firstError(pkg *packages.Package, goroot string) string {
+func firstError(pkg *packages.Package) string {
 	var first string
 	packages.Visit([]*packages.Package{pkg}, nil, func(p *packages.Package) {
-		for _, e := range p.Errors {
-			if first == "" && (goroot == "" || !strings.HasPrefix(e.Pos, goroot)) {
-				first = e.Error()
-			}
+		if first == "" && len(p.Errors) > 0 {
+			first = p.Errors[0].Error()
 		}
 	})
 	return first
