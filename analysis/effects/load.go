@@ -57,18 +57,51 @@ func Load(ctx context.Context, cfg Config) (*Program, error) {
 	if len(patterns) == 0 {
 		patterns = []string{"."}
 	}
+	// Outputs that replace a file are read from cfg.Overlay by ParseFile
+	// and given to the go command as a build flag: packages.Config's own
+	// Overlay would make go/packages distrust all export data and
+	// type-check the standard library from source. New outputs cannot be
+	// given that way (go/packages reads every file it is told of), so they
+	// are left out, unless a named package does not type-check without
+	// them: code that already calls the wrappers about to be written.
+	existing, fresh := map[string][]byte{}, false
+	for name, b := range cfg.Overlay {
+		if _, err := os.Stat(name); err == nil {
+			existing[name] = b
+		} else {
+			fresh = true
+		}
+	}
+	p, named, err := load(ctx, cfg, patterns, existing, nil)
+	if err != nil || !fresh || !anyBroken(named) {
+		return p, err
+	}
+	p, _, err = load(ctx, cfg, patterns, nil, cfg.Overlay)
+	return p, err
+}
+
+// anyBroken reports whether a package of pkgs did not type-check.
+func anyBroken(pkgs []*packages.Package) bool {
+	for _, p := range pkgs {
+		if broken(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// load loads the program: swap replaces files' contents (the go command's
+// -overlay and ParseFile), overlay is given to go/packages. It returns the
+// program and the packages the patterns named.
+func load(ctx context.Context, cfg Config, patterns []string, swap, overlay map[string][]byte) (*Program, []*packages.Package, error) {
 	var flags []string
 	if cfg.Tags != "" {
 		flags = append(flags, "-tags="+cfg.Tags)
 	}
-	if len(cfg.Overlay) > 0 {
-		// Given to the go command only, as a build flag: packages.Config's
-		// own Overlay would make go/packages distrust all export data and
-		// type-check the standard library from source. ParseFile reads the
-		// files' contents from cfg.Overlay.
-		flag, cleanup, err := writeOverlay(cfg.Overlay)
+	if len(swap) > 0 {
+		flag, cleanup, err := writeOverlay(swap)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer cleanup()
 		flags = append(flags, flag)
@@ -77,23 +110,24 @@ func Load(ctx context.Context, cfg Config) (*Program, error) {
 	// the load, type-checked from source: the packages named and those
 	// they reach outside the standard library and the leaf packages. The
 	// rest is read from export data (types, no bodies).
-	list, err := packages.Load(&packages.Config{Context: ctx, Dir: cfg.Dir, BuildFlags: flags,
+	list, err := packages.Load(&packages.Config{Context: ctx, Dir: cfg.Dir, BuildFlags: flags, Overlay: overlay,
 		Mode: packages.NeedName | packages.NeedImports | packages.NeedDeps | packages.NeedModule}, patterns...)
 	if err != nil {
-		return nil, fmt.Errorf("list %s for the effect check: %w", strings.Join(patterns, " "), err)
+		return nil, nil, fmt.Errorf("list %s for the effect check: %w", strings.Join(patterns, " "), err)
 	}
 	paths := walked(list)
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("list %s for the effect check: no package of a module", strings.Join(patterns, " "))
+		return nil, nil, fmt.Errorf("list %s for the effect check: no package of a module", strings.Join(patterns, " "))
 	}
 	pcfg := &packages.Config{
 		Context:    ctx,
 		Dir:        cfg.Dir,
 		BuildFlags: flags,
+		Overlay:    overlay,
 		Mode: packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedImports |
 			packages.NeedTypes | packages.NeedTypesInfo | packages.NeedSyntax | packages.NeedModule,
 		ParseFile: func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
-			if b, ok := cfg.Overlay[filename]; ok {
+			if b, ok := swap[filename]; ok {
 				src = b
 			}
 			return parser.ParseFile(fset, filename, src, parser.ParseComments|parser.SkipObjectResolution)
@@ -101,19 +135,27 @@ func Load(ctx context.Context, cfg Config) (*Program, error) {
 	}
 	pkgs, err := packages.Load(pcfg, paths...)
 	if err != nil {
-		return nil, fmt.Errorf("load %s for the effect check: %w", strings.Join(patterns, " "), err)
+		return nil, nil, fmt.Errorf("load %s for the effect check: %w", strings.Join(patterns, " "), err)
 	}
 	prog := build(pkgs)
 	p := &Program{fset: prog.Fset, prog: prog, roots: map[string]*packages.Package{}, files: map[string]*ast.File{},
 		impls: map[string][]types.Type{}, oks: map[string]map[int]okComment{}}
+	isNamed := map[string]bool{}
+	for _, l := range list {
+		isNamed[l.PkgPath] = true
+	}
+	var named []*packages.Package
 	for _, pkg := range pkgs {
 		p.roots[pkg.PkgPath] = pkg
+		if isNamed[pkg.PkgPath] {
+			named = append(named, pkg)
+		}
 		for _, f := range pkg.Syntax {
 			p.files[prog.Fset.Position(f.Package).Filename] = f
 		}
 	}
 	p.concrete = concreteTypes(prog)
-	return p, nil
+	return p, named, nil
 }
 
 // walked returns the import paths of the packages named and of those they
