@@ -154,6 +154,11 @@ func load(ctx context.Context, cfg Config, patterns []string, swap, overlay map[
 			p.files[prog.Fset.Position(f.Package).Filename] = f
 		}
 	}
+	for _, pkg := range named {
+		if sp := prog.Package(pkg.Types); sp != nil {
+			sp.Build()
+		}
+	}
 	p.concrete = concreteTypes(prog)
 	return p, named, nil
 }
@@ -191,8 +196,9 @@ func sortedImports(p *packages.Package) []string {
 }
 
 // build creates the SSA form of every package loaded from source that
-// type-checked, and of the packages they import (types only), and builds
-// it.
+// type-checked, and of the packages they import (types only). Function
+// bodies are built a package at a time, as the walk reaches them (see
+// Program.body), except the named packages' (Load).
 func build(pkgs []*packages.Package) *ssa.Program {
 	var fset *token.FileSet
 	if len(pkgs) > 0 {
@@ -226,7 +232,6 @@ func build(pkgs []*packages.Package) *ssa.Program {
 			typesOnly(imp)
 		}
 	}
-	prog.Build()
 	return prog
 }
 
@@ -279,8 +284,9 @@ func writeOverlay(overlay map[string][]byte) (string, func(), error) {
 
 // concreteTypes returns every non-generic, non-interface named type the
 // program declares at package level, with its pointer, and the types the
-// program converts to interfaces: the dynamic types an interface value can
-// hold (class hierarchy analysis, over the program).
+// named packages convert to interfaces (instances of generic types among
+// them): the dynamic types an interface value can hold (class hierarchy
+// analysis, over the program).
 func concreteTypes(prog *ssa.Program) []types.Type {
 	var out []types.Type
 	seen := map[types.Type]bool{}

@@ -230,6 +230,9 @@ func (w *walk) run() {
 
 // scan looks at every call and function value of fn.
 func (w *walk) scan(fn *ssa.Function) {
+	if fn.Pkg != nil && fn.Blocks == nil && fn.Synthetic == "" {
+		fn.Pkg.Build() // bodies are built as the walk reaches their package
+	}
 	var ops []*ssa.Value
 	for _, b := range fn.Blocks {
 		for _, instr := range b.Instrs {
