@@ -86,3 +86,38 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckNewOutput: code that already calls a file the generator is
+// about to write (given as an overlay, absent from the disk) type-checks,
+// so the method is walked.
+func TestCheckNewOutput(t *testing.T) {
+	dir := testmod.New(t, "effects", map[string][]byte{"pay/pay.go": []byte(`package pay
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// S posts.
+type S struct{}
+
+// M posts.
+func (s *S) M(ctx context.Context, tx pgx.Tx) error {
+	_, err := http.Get("https://example.com")
+	return err
+}
+
+// Use calls the wrapper the generator writes.
+func Use(w *Wrapped) {}
+`)})
+	gen := filepath.Join(dir, "pay", "idem_gen.go")
+	p, err := Load(context.Background(), Config{Dir: dir, Patterns: []string{"./pay"},
+		Overlay: map[string][]byte{gen: []byte("package pay\n\n// Wrapped is written by the generator.\ntype Wrapped struct{ inner *S }\n")}})
+	require.NoError(t, err)
+	r, err := p.Check(Method{Pkg: "example.com/effects/pay", Recv: "S", Name: "M"})
+	require.NoError(t, err)
+	require.Len(t, r.Findings, 1)
+	require.Equal(t, "net/http.Get", r.Findings[0].Callee)
+}
