@@ -14,7 +14,7 @@ const (
 	KindProcess  Kind = "process"
 	KindBroker   Kind = "message publication"
 	KindAWS      Kind = "AWS request"
-	KindDatabase Kind = "database write outside the transaction"
+	KindDatabase Kind = "database call outside the transaction"
 	KindFile     Kind = "file write"
 )
 
