@@ -300,9 +300,16 @@ func (s *summary) reach(fn *ssa.Function) []Reached {
 						break
 					}
 					if e, name, ok := catalogued(g); ok {
-						if !(e.Kind == KindDatabase && len(common.Args) > 0 && connOfTx(common.Args[0])) {
+						switch {
+						case e.Kind == KindDatabase && len(common.Args) > 0 && connOfTx(common.Args[0]):
+						case e.Kind == KindFile && len(common.Args) > 0 && stdStream(common.Args[0]):
+						default:
 							direct(pos, e, name)
 						}
+						break
+					}
+					if e, name, ok := beginFunc(g, common.Args); ok {
+						direct(pos, e, name)
 						break
 					}
 					enter(g, pos)

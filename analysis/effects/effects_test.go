@@ -53,24 +53,27 @@ func TestCheck(t *testing.T) {
 		problems int
 	}{
 		// Reported.
-		{method: "Direct", want: []string{"(*net/http.Client).Do via [] at pay.go:84"}},
-		{method: "TwoHelpers", want: []string{"net/http.Post via [Payments.charge notify] at pay.go:96"}},
-		{method: "ViaInterface", want: []string{"(*net/http.Client).Do via [httpBank.Transfer httpBank.post] at pay.go:60"}},
-		{method: "ViaClosure", want: []string{"net/http.Get via [Payments.ViaClosure.func1] at pay.go:108"}},
+		{method: "Direct", want: []string{"(*net/http.Client).Do via [] at pay.go:85"}},
+		{method: "TwoHelpers", want: []string{"net/http.Post via [Payments.charge notify] at pay.go:97"}},
+		{method: "ViaInterface", want: []string{"(*net/http.Client).Do via [httpBank.Transfer httpBank.post] at pay.go:61"}},
+		{method: "ViaClosure", want: []string{"net/http.Get via [Payments.ViaClosure.func1] at pay.go:109"}},
 		{method: "ViaDependency", want: []string{"(*net/http.Client).Do via [banksdk.Client.Charge banksdk.Client.send] at sdk.go:24"}},
-		{method: "PoolExec", want: []string{"(*github.com/jackc/pgx/v5/pgxpool.Pool).Exec via [] at pay.go:121"}},
-		{method: "SecondDB", want: []string{"(*database/sql.DB).ExecContext via [] at pay.go:127"}},
-		{method: "NoReason", want: []string{"net/http.Post via [notify] at pay.go:96"}, problems: 1},
-		{method: "External", steps: true, want: []string{"(*github.com/jackc/pgx/v5/pgxpool.Pool).Exec via [Payments.External.func1] at pay.go:195"}},
+		{method: "PoolExec", want: []string{"(*github.com/jackc/pgx/v5/pgxpool.Pool).Exec via [] at pay.go:122"}},
+		{method: "SecondDB", want: []string{"(*database/sql.DB).ExecContext via [] at pay.go:128"}},
+		{method: "NoReason", want: []string{"net/http.Post via [notify] at pay.go:97"}, problems: 1},
+		{method: "External", steps: true, want: []string{"(*github.com/jackc/pgx/v5/pgxpool.Pool).Exec via [Payments.External.func1] at pay.go:196"}},
 		// Allowed.
-		{method: "Allowed", want: []string{"(*net/http.Client).Do via [httpBank.Transfer httpBank.post] at pay.go:60 allowed: the bank drops a repeated transfer id"}},
-		{method: "AllowedByDoc", want: []string{"net/http.Post via [notify] at pay.go:96 allowed: the notification service drops repeats"}},
+		{method: "Allowed", want: []string{"(*net/http.Client).Do via [httpBank.Transfer httpBank.post] at pay.go:61 allowed: the bank drops a repeated transfer id"}},
+		{method: "AllowedByDoc", want: []string{"net/http.Post via [notify] at pay.go:97 allowed: the notification service drops repeats"}},
 		// Near misses.
 		{method: "OnTx"},
 		{method: "OnSQLTx"},
 		{method: "Logs"},
 		{method: "FakeOnly"},
 		{method: "ExternalNoStep", steps: true},
+		{method: "BeginOnPool", want: []string{"github.com/jackc/pgx/v5.BeginFunc via [] at pay.go:211"}},
+		{method: "BeginOnTx"},
+		{method: "WritesFile", want: []string{"os.WriteFile via [] at pay.go:224"}},
 	}
 	for _, c := range cases {
 		t.Run(c.method, func(t *testing.T) {

@@ -314,6 +314,13 @@ func (w *walk) call(fn *ssa.Function, c ssa.CallInstruction) {
 		if e.Kind == KindDatabase && len(common.Args) > 0 && connOfTx(common.Args[0]) {
 			return // tx.Conn(): the transaction's own connection
 		}
+		if e.Kind == KindFile && len(common.Args) > 0 && stdStream(common.Args[0]) {
+			return // os.Stdout, os.Stderr: logging
+		}
+		w.found(fn, pos, e, name)
+		return
+	}
+	if e, name, ok := beginFunc(g, common.Args); ok {
 		w.found(fn, pos, e, name)
 		return
 	}
@@ -350,6 +357,43 @@ func catalogued(g *ssa.Function) (Entry, string, bool) {
 		name = fmt.Sprintf("(*%s.%s).%s", path, named.Obj().Name(), obj.Name())
 	}
 	return e, name, ok
+}
+
+// stdStream reports a receiver that is os.Stdout or os.Stderr.
+func stdStream(v ssa.Value) bool {
+	load, ok := v.(*ssa.UnOp)
+	if !ok || load.Op != token.MUL {
+		return false
+	}
+	g, ok := load.X.(*ssa.Global)
+	return ok && g.Pkg != nil && g.Pkg.Pkg.Path() == "os" && (g.Name() == "Stdout" || g.Name() == "Stderr")
+}
+
+// beginFunc reports pgx.BeginFunc or pgx.BeginTxFunc given a pool or a
+// connection: a transaction of its own, committed apart from the method's
+// (given the method's pgx.Tx, it is a savepoint inside it).
+func beginFunc(g *ssa.Function, args []ssa.Value) (Entry, string, bool) {
+	obj, ok := origin(g).Object().(*types.Func)
+	if !ok || obj.Pkg() == nil || obj.Pkg().Path() != "github.com/jackc/pgx/v5" || (obj.Name() != "BeginFunc" && obj.Name() != "BeginTxFunc") || len(args) < 2 {
+		return Entry{}, "", false
+	}
+	mi, ok := args[1].(*ssa.MakeInterface)
+	if !ok {
+		return Entry{}, "", false
+	}
+	t, ok := types.Unalias(mi.X.Type()).(*types.Pointer)
+	if !ok {
+		return Entry{}, "", false
+	}
+	n := namedOf(t.Elem())
+	if n == nil || n.Obj().Pkg() == nil {
+		return Entry{}, "", false
+	}
+	e, found := lookup(n.Obj().Pkg().Path(), n.Obj().Name(), "Begin")
+	if !found || e.Kind != KindDatabase {
+		return Entry{}, "", false
+	}
+	return e, "github.com/jackc/pgx/v5." + obj.Name(), true
 }
 
 // connOfTx reports a receiver that is the result of pgx.Tx's Conn method.
