@@ -178,7 +178,7 @@ func effectMessage(m *ir.Method, f effects.Finding, via []string) string {
 			m.Key, step, call, effects.OKDirective)
 	}
 	if f.Entry.Kind == effects.KindDatabase {
-		return fmt.Sprintf("%s is %s, but it calls %s, which runs outside its transaction: that call is not undone when the transaction rolls back, so a retry repeats it. Run it on the method's %s instead, or mark it %s <why repeating it is safe>.",
+		return fmt.Sprintf("%s is %s, but it calls %s, which runs outside its transaction: a write there is not undone when the transaction rolls back, so a retry repeats it (and a read does not see the transaction's own writes). Run it on the method's %s instead, or mark it %s <why repeating it is safe>.",
 			m.Key, m.Mode, call, tx, effects.OKDirective)
 	}
 	return fmt.Sprintf("%s is %s, but it calls %s: that call is not undone when the transaction rolls back, so a retry repeats it. Make %s external (take no %s), or move the call after the commit (an outbox), or mark it %s <why repeating it is safe>.",
