@@ -329,6 +329,9 @@ func effectsText(m *ir.Method) []string {
 		return nil
 	}
 	out := []string{"Allowed to repeat on a retry (//idem:effect-ok), though the transaction cannot undo them:"}
+	if m.Mode == ir.ModeExternal {
+		out = []string{"Allowed to repeat (//idem:effect-ok), though a step run again after a takeover repeats them:"}
+	}
 	for _, e := range m.Effects {
 		via := ""
 		if len(e.Via) > 0 {
