@@ -15,8 +15,10 @@
 // with the shortest path to it.
 //
 // It does not follow calls on the method's transaction (pgx.Tx, *sql.Tx),
-// nor into the idem runtime, the pgx and database/sql drivers, log,
-// log/slog, OpenTelemetry or Prometheus. Database handles and files are
+// nor into the standard library (read from export data: its calls count
+// only when the catalogue names them), the idem runtime, the pgx and
+// database/sql drivers, log, log/slog, OpenTelemetry or Prometheus; only
+// the packages it can enter are type-checked from source (Load). Database handles and files are
 // reported only where the call names them (a *pgxpool.Pool, an *os.File):
 // through an interface such as sqlc's DBTX the same value may be the
 // method's own transaction, which the walk cannot tell.
@@ -31,4 +33,7 @@
 // A call is allowed, not reported, by an //idem:effect-ok comment with a
 // reason on its line (or alone on the line above), on the line of any call
 // of its path, or in the method's doc comment.
+//
+// Analyzer is the same check one package at a time, for go vet-style
+// runs; see its documentation for what that mode can miss.
 package effects
