@@ -114,7 +114,7 @@ func (p *Payments) Payout(ctx context.Context, req PayoutRequest) (PayoutReceipt
 // (a crash after commit, before the step was recorded) reserves once.
 func (p *Payments) reserve(ctx context.Context, reserveKey string, req PayoutRequest) (reservation, error) {
 	var r reservation
-	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error { //idem:effect-ok the payout row is keyed by reserveKey: a second run finds it and reserves once
 		err := tx.QueryRow(ctx, `SELECT id FROM payouts WHERE reserve_key = $1 AND account = $2`, reserveKey, req.Account).Scan(&r.PayoutID)
 		if err == nil {
 			return tx.QueryRow(ctx, `SELECT balance_cents FROM balances WHERE account = $1`, req.Account).Scan(&r.BalanceCents)

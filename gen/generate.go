@@ -83,7 +83,9 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 	}
 	out := &Output{Files: map[string][]byte{}, Loads: pkgs[0].Loads}
 	var all ErrorList
+	loaded := map[string]*load.Package{}
 	for _, l := range pkgs {
+		loaded[l.Pkg.PkgPath] = l
 		if l.Problem != nil {
 			all = append(all, l.Problem)
 			continue
@@ -104,6 +106,21 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 		for _, m := range out.Packages {
 			if err := emitPackage(cfg, m, out.Files); err != nil {
 				return nil, err
+			}
+		}
+		// The effect check loads the program as it will be once the
+		// outputs are written; the effects it allows go into the doc
+		// comments, so their packages are emitted again.
+		el, err := checkEffects(ctx, cfg, loaded, out.Packages, out.Files)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, el...)
+		for _, m := range out.Packages {
+			if len(all) == 0 && hasEffects(m) {
+				if err := emitPackage(cfg, m, out.Files); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}

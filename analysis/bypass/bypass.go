@@ -24,7 +24,8 @@ idempotent only when it is called through its generated wrapper
 claims it and replays the stored response. Called directly, as a method
 value, a method expression or through the wrapper's inner value, it has no
 key, no claim and no replay, and a retry runs it again. The generated
-wrapper file and the declaring package's tests may call it; any other use is
+wrapper file, the declaring package's tests and the body of another annotated
+method (whose own wrapper's claim covers the call) may call it; any other use is
 reported, with the wrapper method to call instead; a use meant to bypass it
 (a test proving the harm) says so with a comment on its line or the line
 above: //idem:bypass-ok followed by the reason. When exactly one variable
@@ -93,7 +94,7 @@ func run(pass *analysis.Pass) (any, error) {
 			return true
 		}
 		file := stack[0].(*ast.File)
-		if skip[file] || declaringTest(pass, file, fn) {
+		if skip[file] || declaringTest(pass, file, fn) || insideAnnotated(stack) {
 			return true
 		}
 		if line := pass.Fset.Position(sel.Sel.Pos()).Line; allowed[file][line] || allowed[file][line-1] {
@@ -103,6 +104,21 @@ func run(pass *analysis.Pass) (any, error) {
 		return true
 	})
 	return nil, nil
+}
+
+// insideAnnotated reports whether the node at the top of stack is in the
+// body of a method that is annotated itself: its own wrapper claims a key
+// and runs the body in that claim's transaction, so an annotated method it
+// calls bare (an outer service composing an inner one, as example/grpcapi
+// does) is covered by the outer claim; calling the inner wrapper there
+// would claim a second key for the same intention.
+func insideAnnotated(stack []ast.Node) bool {
+	for _, n := range stack {
+		if fd, ok := n.(*ast.FuncDecl); ok {
+			return annot.Of(fd) != nil
+		}
+	}
+	return false
 }
 
 // allowedLines returns the lines of f that carry an //idem:bypass-ok

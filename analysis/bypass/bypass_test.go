@@ -9,5 +9,5 @@ import (
 )
 
 func TestBypass(t *testing.T) {
-	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), bypass.Analyzer, "pay", "handler", "nowrapper")
+	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), bypass.Analyzer, "pay", "handler", "nowrapper", "compose")
 }

@@ -2,6 +2,8 @@
 // undo its guarantee and that no generated test can see:
 //
 //	bypass     a call of an annotated method around its generated wrapper
+//	effects    an atomic or inline method that reaches an effect outside its
+//	           transaction (the generator's check, one package at a time)
 //	freshkey   an idempotency key minted per attempt inside a retry loop
 //	inlinesql  an inline method whose SQL never writes its key column
 //
@@ -22,6 +24,7 @@ import (
 	"golang.org/x/tools/go/analysis/multichecker"
 
 	"github.com/idemgen/idemgen/analysis/bypass"
+	"github.com/idemgen/idemgen/analysis/effects"
 	"github.com/idemgen/idemgen/analysis/freshkey"
 	"github.com/idemgen/idemgen/analysis/inlinesql"
 )
@@ -30,6 +33,7 @@ import (
 func analyzers() []*analysis.Analyzer {
 	return []*analysis.Analyzer{
 		bypass.Analyzer,
+		effects.Analyzer,
 		freshkey.Analyzer,
 		inlinesql.Analyzer,
 	}

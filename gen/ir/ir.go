@@ -127,6 +127,20 @@ type Method struct {
 	// HasOtherFixture: the package's tests declare the optional fixture
 	// returning another request (names.OtherFixture).
 	HasOtherFixture bool `json:",omitempty"`
+
+	// Effects are the calls outside the transaction that the method
+	// reaches and an //idem:effect-ok comment allows, sorted by position.
+	// A reached effect without one stops generation instead.
+	Effects []Effect `json:",omitempty"`
+}
+
+// Effect is a call with an effect outside the method's transaction that
+// an //idem:effect-ok comment allows.
+type Effect struct {
+	Call   string   // the function called, e.g. (*net/http.Client).Do
+	Via    []string `json:",omitempty"` // the functions from the method to the call, e.g. Bank.Transfer
+	Pos    string   // the call: file:line, relative to the package directory, or import path/file:line outside it
+	Reason string   // the comment's reason
 }
 
 // NoMismatch reports that no other request can be derived for the

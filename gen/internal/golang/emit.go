@@ -323,6 +323,26 @@ func fingerprintText(m *ir.Method) string {
 	return s
 }
 
+// effectsText lists the effects outside the transaction that the method
+// reaches and an //idem:effect-ok comment allows, with the reason given.
+func effectsText(m *ir.Method) []string {
+	if len(m.Effects) == 0 {
+		return nil
+	}
+	out := []string{"Allowed to repeat on a retry (//idem:effect-ok), though the transaction cannot undo them:"}
+	if m.Mode == ir.ModeExternal {
+		out = []string{"Allowed to repeat (//idem:effect-ok), though a step run again after a takeover repeats them:"}
+	}
+	for _, e := range m.Effects {
+		via := ""
+		if len(e.Via) > 0 {
+			via = " via " + strings.Join(e.Via, " → ")
+		}
+		out = append(out, fmt.Sprintf("  - %s%s (%s): %s", e.Call, via, e.Pos, e.Reason))
+	}
+	return out
+}
+
 // encodingNotes are the doc comment's sentences on the encoding rules that
 // apply to a request.
 func encodingNotes(enc ir.Encoding) []string {
@@ -516,6 +536,7 @@ func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 			"(idem.ContextWithScope); a retry with the same key and request replays the stored response, and the same key with",
 			"another request fails with idem.ErrMismatch.",
 			modeText(m), retentionText(m), finalText(m), fingerprintText(m)}
+		doc = append(doc, effectsText(m)...)
 	}
 	return Comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(names.Wrapper(r.Name))).Id(name).Params(params...).Params(results...).Block(block...).Line()
 }

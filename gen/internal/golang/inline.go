@@ -81,6 +81,7 @@ func (e *Emitter) inlineWrapper(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 			fmt.Sprintf("with another request fails with idem.ErrMismatch. %s must write its key: if it returns without", m.Name),
 			"having done so, everything rolls back and the call fails with idem.ErrKeyNotWritten.",
 			inlineModeText(m), inlineRetentionText(m), inlineFinalText, fingerprintText(m)}
+		doc = append(doc, effectsText(m)...)
 	}
 	return Comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(names.Wrapper(r.Name))).Id(name).Params(params...).
 		Params(e.Type(m.Result), jen.Error()).Block(jen.Return(jen.Qual(ir.IdemPath, fn).Call(coreArgs...))).Line()

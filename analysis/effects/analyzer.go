@@ -1,0 +1,358 @@
+package effects
+
+import (
+	"fmt"
+	"go/ast"
+	"go/token"
+	"go/types"
+	"sort"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/passes/buildssa"
+	"golang.org/x/tools/go/ssa"
+)
+
+// Analyzer is the effect check as a go/analysis analyzer, for go vet-style
+// runs: it reports an annotated atomic or inline method (a //go:generate
+// idemgen directive in its doc comment, a pgx.Tx or *sql.Tx after ctx)
+// that reaches a catalogued call, and a database call inside an external
+// method's idem.Step function.
+//
+// It sees one package at a time: what a function reaches through other
+// packages comes from facts those packages' runs exported (Reaches), and
+// an interface call is resolved to the types of the package and of the
+// packages it imports directly. So it can miss what the generator's
+// whole-program walk finds: an implementation declared in a package the
+// calling package does not import, and effects inside dependencies that
+// are not analysed (the standard library is never walked into in either
+// mode).
+var Analyzer = &analysis.Analyzer{
+	Name:      "idemeffects",
+	Doc:       "report calls an idempotent method's transaction cannot undo (HTTP, RPC, brokers, mail, processes, other database handles, files)",
+	URL:       "https://pkg.go.dev/github.com/idemgen/idemgen/analysis/effects",
+	Requires:  []*analysis.Analyzer{buildssa.Analyzer},
+	FactTypes: []analysis.Fact{new(Reaches)},
+	Run:       runAnalyzer,
+}
+
+// Reaches is the fact a function exports: the catalogued calls it
+// reaches, by the shortest path found.
+type Reaches struct {
+	Effects []Reached
+}
+
+// AFact marks Reaches as a fact.
+func (*Reaches) AFact() {}
+
+// String prints the fact for tests.
+func (r *Reaches) String() string {
+	var out []string
+	for _, e := range r.Effects {
+		out = append(out, e.Callee)
+	}
+	return "reaches " + strings.Join(out, ", ")
+}
+
+// Reached is one catalogued call a function reaches.
+type Reached struct {
+	Callee string
+	Kind   Kind
+	Via    []string // the functions between, the reaching one excluded
+	Pos    string   // the call, file:line:col
+}
+
+// summary computes what the functions of one package reach.
+type summary struct {
+	pass  *analysis.Pass
+	memo  map[*ssa.Function][]Reached
+	busy  map[*ssa.Function]bool
+	oks   map[string]map[int]string // file → line → reason
+	types []types.Type
+}
+
+func runAnalyzer(pass *analysis.Pass) (any, error) {
+	res := pass.ResultOf[buildssa.Analyzer].(*buildssa.SSA)
+	s := &summary{pass: pass, memo: map[*ssa.Function][]Reached{}, busy: map[*ssa.Function]bool{}, oks: map[string]map[int]string{}}
+	s.collectTypes()
+	for _, f := range pass.Files {
+		name := pass.Fset.Position(f.Package).Filename
+		lines := map[int]string{}
+		for _, cg := range f.Comments {
+			for _, c := range cg.List {
+				if reason, ok := parseOK(c.Text); ok && reason != "" {
+					lines[pass.Fset.Position(c.Slash).Line] = reason
+				}
+			}
+		}
+		s.oks[name] = lines
+	}
+	for _, fn := range res.SrcFuncs {
+		obj, ok := fn.Object().(*types.Func)
+		if !ok || fn.Parent() != nil {
+			continue
+		}
+		if r := s.reach(fn); len(r) > 0 {
+			pass.ExportObjectFact(obj, &Reaches{Effects: r})
+		}
+	}
+	for _, fn := range res.SrcFuncs {
+		decl, ok := fn.Syntax().(*ast.FuncDecl)
+		if !ok || decl.Recv == nil || !annotated(decl) {
+			continue
+		}
+		s.reportMethod(fn, decl)
+	}
+	return nil, nil
+}
+
+// annotated reports a method with an idemgen directive in its doc comment.
+func annotated(decl *ast.FuncDecl) bool {
+	if decl.Doc == nil {
+		return false
+	}
+	for _, c := range decl.Doc.List {
+		if line, ok := strings.CutPrefix(c.Text, "//go:generate "); ok && strings.Contains(line, "idemgen") {
+			return true
+		}
+	}
+	return false
+}
+
+// reportMethod reports what an annotated method reaches, by its mode.
+func (s *summary) reportMethod(fn *ssa.Function, decl *ast.FuncDecl) {
+	sig := fn.Signature
+	atomic := sig.Params().Len() > 1 && isTx(sig.Params().At(1).Type())
+	if _, ok := s.docOK(decl); ok {
+		return
+	}
+	name := fn.Name()
+	recv := ""
+	if n := namedOf(derefType(sig.Recv().Type())); n != nil {
+		recv = n.Obj().Name() + "."
+	}
+	if atomic {
+		for _, e := range s.reach(fn) {
+			via := ""
+			if len(e.Via) > 0 {
+				via = " via " + strings.Join(s.local(e.Via), " → ")
+			}
+			s.pass.Reportf(decl.Name.Pos(), "%s%s runs in a transaction, but it calls %s%s (%s): that call is not undone when the transaction rolls back, so a retry repeats it; make %s external, move the call after the commit (an outbox), or mark it %s <why repeating it is safe>",
+				recv, name, e.Callee, via, e.Pos, name, OKDirective)
+		}
+		return
+	}
+	for _, st := range stepClosures(fn) {
+		for _, e := range s.reach(st.fn) {
+			if e.Kind != KindDatabase {
+				continue
+			}
+			s.pass.Reportf(decl.Name.Pos(), "%s%s is external, and the function it passes to idem.Step calls %s (%s) outside any transaction: a step run again after a crash repeats it; make it safe to repeat and mark it %s <why>, or move it into an atomic method",
+				recv, name, e.Callee, e.Pos, OKDirective)
+		}
+	}
+}
+
+// docOK is the reason of an //idem:effect-ok in a method's doc comment.
+func (s *summary) docOK(decl *ast.FuncDecl) (string, bool) {
+	if decl.Doc == nil {
+		return "", false
+	}
+	for _, c := range decl.Doc.List {
+		if reason, ok := parseOK(c.Text); ok && reason != "" {
+			return reason, true
+		}
+	}
+	return "", false
+}
+
+func isTx(t types.Type) bool {
+	if n := namedOf(t); n != nil && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "github.com/jackc/pgx/v5" && n.Obj().Name() == "Tx" {
+		return true
+	}
+	if p, ok := types.Unalias(t).(*types.Pointer); ok {
+		if n := namedOf(p.Elem()); n != nil && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "database/sql" && n.Obj().Name() == "Tx" {
+			return true
+		}
+	}
+	return false
+}
+
+func derefType(t types.Type) types.Type {
+	if p, ok := types.Unalias(t).(*types.Pointer); ok {
+		return p.Elem()
+	}
+	return t
+}
+
+// collectTypes gathers the candidate dynamic types of interface calls: the
+// named types of the package and of its direct imports.
+func (s *summary) collectTypes() {
+	pkgs := append([]*types.Package{s.pass.Pkg}, s.pass.Pkg.Imports()...)
+	for _, p := range pkgs {
+		scope := p.Scope()
+		for _, n := range scope.Names() {
+			tn, ok := scope.Lookup(n).(*types.TypeName)
+			if !ok {
+				continue
+			}
+			named, ok := types.Unalias(tn.Type()).(*types.Named)
+			if !ok || named.TypeParams().Len() > 0 || types.IsInterface(named) {
+				continue
+			}
+			s.types = append(s.types, named, types.NewPointer(named))
+		}
+	}
+}
+
+// reach returns what fn reaches, each catalogued call once, by the
+// shortest path found.
+func (s *summary) reach(fn *ssa.Function) []Reached {
+	if r, ok := s.memo[fn]; ok {
+		return r
+	}
+	if s.busy[fn] {
+		return nil // a cycle: its other paths are found from its first entry
+	}
+	s.busy[fn] = true
+	var out []Reached
+	seen := map[string]int{}
+	add := func(e Reached) {
+		k := e.Pos + " " + e.Callee
+		if i, ok := seen[k]; ok {
+			if len(e.Via) < len(out[i].Via) {
+				out[i] = e
+			}
+			return
+		}
+		seen[k] = len(out)
+		out = append(out, e)
+	}
+	through := func(g *ssa.Function, pos token.Pos, es []Reached) {
+		if s.allowedAt(pos) {
+			return
+		}
+		for _, e := range es {
+			add(Reached{Callee: e.Callee, Kind: e.Kind, Via: append([]string{s.name(g)}, e.Via...), Pos: e.Pos})
+		}
+	}
+	direct := func(pos token.Pos, e Entry, callee string) {
+		if s.allowedAt(pos) {
+			return
+		}
+		add(Reached{Callee: callee, Kind: e.Kind, Pos: s.pass.Fset.Position(pos).String()})
+	}
+	enter := func(g *ssa.Function, pos token.Pos) {
+		o := origin(g)
+		if o.Pkg != nil && o.Pkg.Pkg == s.pass.Pkg && len(g.Blocks) > 0 || g.Parent() != nil {
+			through(g, pos, s.reach(g))
+			return
+		}
+		obj, ok := o.Object().(*types.Func)
+		if !ok || obj.Pkg() == nil || leaf(obj.Pkg().Path()) {
+			return
+		}
+		var f Reaches
+		if s.pass.ImportObjectFact(obj, &f) {
+			through(g, pos, f.Effects)
+		}
+	}
+	for _, b := range fn.Blocks {
+		for _, instr := range b.Instrs {
+			var callee ssa.Value
+			if c, ok := instr.(ssa.CallInstruction); ok {
+				common := c.Common()
+				pos := c.Pos()
+				switch {
+				case common.IsInvoke():
+					named := namedOf(common.Value.Type())
+					if named != nil && named.Obj().Pkg() != nil {
+						path := named.Obj().Pkg().Path()
+						if e, ok := lookup(path, named.Obj().Name(), common.Method.Name()); ok {
+							direct(pos, e, fmt.Sprintf("(%s.%s).%s", path, named.Obj().Name(), common.Method.Name()))
+							break
+						}
+						if leaf(path) {
+							break
+						}
+					}
+					it, _ := common.Value.Type().Underlying().(*types.Interface)
+					for _, t := range s.types {
+						if it == nil || !types.Implements(t, it) {
+							continue
+						}
+						g := s.pass.ResultOf[buildssa.Analyzer].(*buildssa.SSA).Pkg.Prog.LookupMethod(t, common.Method.Pkg(), common.Method.Name())
+						if g == nil {
+							continue
+						}
+						if e, name, ok := catalogued(g); ok {
+							if !e.Static {
+								direct(pos, e, name)
+							}
+							continue
+						}
+						enter(g, pos)
+					}
+				default:
+					callee = common.Value
+					g := common.StaticCallee()
+					if g == nil {
+						break
+					}
+					if e, name, ok := catalogued(g); ok {
+						switch {
+						case e.Kind == KindDatabase && len(common.Args) > 0 && connOfTx(common.Args[0]):
+						case e.Kind == KindFile && len(common.Args) > 0 && stdStream(common.Args[0]):
+						default:
+							direct(pos, e, name)
+						}
+						break
+					}
+					if e, name, ok := beginFunc(g, common.Args); ok {
+						direct(pos, e, name)
+						break
+					}
+					enter(g, pos)
+				}
+			}
+			var ops []*ssa.Value
+			for _, op := range instr.Operands(ops) {
+				if op == nil || *op == callee {
+					continue
+				}
+				if g := funcOf(*op); g != nil {
+					enter(g, instr.Pos())
+				}
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Pos < out[j].Pos })
+	delete(s.busy, fn)
+	s.memo[fn] = out
+	return out
+}
+
+// allowedAt reports an //idem:effect-ok with a reason on the line of pos
+// or alone on the line above.
+func (s *summary) allowedAt(pos token.Pos) bool {
+	p := s.pass.Fset.Position(pos)
+	lines := s.oks[p.Filename]
+	return lines[p.Line] != "" || lines[p.Line-1] != ""
+}
+
+// name is how facts name fn: pkg.Recv.Method or pkg.Func, qualified by
+// package name; closures as the runtime names them. Messages drop the
+// analysed package's name (local).
+func (s *summary) name(fn *ssa.Function) string {
+	w := &walk{}
+	return w.name(fn)
+}
+
+// local drops the analysed package's name from the names of a path.
+func (s *summary) local(via []string) []string {
+	out := make([]string, len(via))
+	for i, v := range via {
+		out[i] = strings.TrimPrefix(v, s.pass.Pkg.Name()+".")
+	}
+	return out
+}

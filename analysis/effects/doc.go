@@ -1,0 +1,39 @@
+// Package effects finds the calls an idempotent method makes that the
+// database transaction it runs in cannot undo: an HTTP request, an RPC, a
+// published message, a mail, a process, a write through another database
+// handle or to a file. A retry after a failed commit repeats them.
+//
+// The effects are named by one table, the catalogue (Catalogue): the
+// functions and methods whose calls have such an effect, not the packages
+// that lead to them. Check walks a method's program in SSA form
+// (golang.org/x/tools/go/ssa), breadth first, from the method: through
+// static calls, method calls on concrete types, interface calls resolved
+// to every type of the program that implements the interface (class
+// hierarchy analysis), and closures and functions taken as values, into
+// the program's dependencies (a payment SDK's own use of net/http is
+// found inside its module). It reports each catalogued call it reaches
+// with the shortest path to it.
+//
+// It does not follow calls on the method's transaction (pgx.Tx, *sql.Tx),
+// nor into the standard library (read from export data: its calls count
+// only when the catalogue names them), the idem runtime, the pgx and
+// database/sql drivers, log, log/slog, OpenTelemetry or Prometheus; only
+// the packages it can enter are type-checked from source (Load). Database handles and files are
+// reported only where the call names them (a *pgxpool.Pool, an *os.File):
+// through an interface such as sqlc's DBTX the same value may be the
+// method's own transaction, which the walk cannot tell.
+//
+// What it can miss: calls through function values whose origin it cannot
+// see (a func stored in a field by code outside the program), reflection,
+// cgo and assembly, effects made by another process, and implementations
+// that only a package outside the program declares. Test files are not
+// part of the program, so a fake that only a test declares is never a
+// candidate for an interface call.
+//
+// A call is allowed, not reported, by an //idem:effect-ok comment with a
+// reason on its line (or alone on the line above), on the line of any call
+// of its path, or in the method's doc comment.
+//
+// Analyzer is the same check one package at a time, for go vet-style
+// runs; see its documentation for what that mode can miss.
+package effects

@@ -1,0 +1,498 @@
+package effects
+
+import (
+	"fmt"
+	"go/ast"
+	"go/token"
+	"go/types"
+	"sort"
+
+	"golang.org/x/tools/go/packages"
+	"golang.org/x/tools/go/ssa"
+)
+
+// idemPath is the runtime package whose Step an external method records
+// its effects through.
+const idemPath = "github.com/idemgen/idemgen/runtime/idem"
+
+// Method names an annotated method to check.
+type Method struct {
+	Pkg  string // import path
+	Recv string // receiver type name
+	Name string // method name
+	// Steps checks an external method: not its body (an external
+	// method's effects are its business), but the closures it passes to
+	// idem.Step, and only for database writes outside a transaction.
+	Steps bool
+}
+
+// Finding is one effect call reachable from a method.
+type Finding struct {
+	Entry  Entry          // the catalogue entry that names the call
+	Callee string         // the function called, e.g. (*net/http.Client).Do
+	Pos    token.Position // the call
+	// Path is the chain of calls from the method to the function making
+	// the effect call, the method excluded: Path[i] is called at
+	// Path[i].Pos. Empty when the method makes the call itself.
+	Path []Hop
+	// Allowed is the reason an //idem:effect-ok comment gives for the
+	// call (on the call's line or one of the path's, or on the method's
+	// doc comment); "" when the call is reported.
+	Allowed   string
+	AllowedAt token.Position
+}
+
+// Hop is a function on the path to an effect.
+type Hop struct {
+	Func string         // its name, qualified by package name outside the method's package: Bank.Transfer, stripe.Client.New, Payments.Charge.func1
+	Pos  token.Position // where the previous function calls it
+}
+
+// Problem is a mistake in an //idem:effect-ok comment on a path the walk
+// took.
+type Problem struct {
+	Pos token.Position
+	Msg string
+}
+
+// Report is what Check found for one method.
+type Report struct {
+	Pos      token.Position // the method's name
+	Findings []Finding      // sorted by position
+	Problems []Problem
+}
+
+// Check walks everything m can call, in the program, and returns each
+// effect call it reaches with the shortest path to it. Calls on the
+// method's transaction (pgx.Tx, *sql.Tx) and into leaf packages are not
+// followed.
+func (p *Program) Check(m Method) (*Report, error) {
+	fn, decl, err := p.method(m)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Pos: p.fset.Position(fn.Pos())}
+	w := &walk{p: p, m: m, root: fn, pkg: fn.Pkg.Pkg, report: r, parent: map[*ssa.Function]edge{}, seen: map[string]bool{}}
+	w.docOK, w.docOKPos = p.docOK(decl, r)
+	if m.Steps {
+		for _, step := range stepClosures(fn) {
+			w.visit(step.fn, edge{from: fn, pos: step.pos})
+		}
+	} else {
+		w.visit(fn, edge{})
+	}
+	w.run()
+	sort.SliceStable(r.Findings, func(i, j int) bool { return less(r.Findings[i].Pos, r.Findings[j].Pos) })
+	return r, nil
+}
+
+func less(a, b token.Position) bool {
+	if a.Filename != b.Filename {
+		return a.Filename < b.Filename
+	}
+	if a.Line != b.Line {
+		return a.Line < b.Line
+	}
+	return a.Column < b.Column
+}
+
+// method finds the SSA function and declaration of m.
+func (p *Program) method(m Method) (*ssa.Function, *ast.FuncDecl, error) {
+	lp := p.roots[m.Pkg]
+	if lp == nil {
+		return nil, nil, fmt.Errorf("package %s is not loaded", m.Pkg)
+	}
+	if broken(lp) {
+		msg := "it does not type-check"
+		if err := firstError(lp); err != "" {
+			msg += ": " + err
+		}
+		return nil, nil, fmt.Errorf("cannot check the effects of %s.%s: %s", m.Recv, m.Name, msg)
+	}
+	sp := p.prog.Package(lp.Types)
+	obj := lp.Types.Scope().Lookup(m.Recv)
+	tn, ok := obj.(*types.TypeName)
+	if sp == nil || !ok {
+		return nil, nil, fmt.Errorf("cannot find %s.%s in %s", m.Recv, m.Name, m.Pkg)
+	}
+	sel := p.prog.MethodSets.MethodSet(types.NewPointer(tn.Type())).Lookup(lp.Types, m.Name)
+	if sel == nil {
+		return nil, nil, fmt.Errorf("cannot find %s.%s in %s", m.Recv, m.Name, m.Pkg)
+	}
+	fn := p.prog.FuncValue(sel.Obj().(*types.Func))
+	if fn == nil {
+		return nil, nil, fmt.Errorf("cannot find %s.%s in %s", m.Recv, m.Name, m.Pkg)
+	}
+	decl, _ := fn.Syntax().(*ast.FuncDecl)
+	return fn, decl, nil
+}
+
+// step is a function handed to idem.Step.
+type step struct {
+	fn  *ssa.Function
+	pos token.Pos
+}
+
+// stepClosures returns the functions fn (and the closures it declares)
+// passes to idem.Step.
+func stepClosures(fn *ssa.Function) []step {
+	var out []step
+	var scan func(f *ssa.Function)
+	scan = func(f *ssa.Function) {
+		for _, b := range f.Blocks {
+			for _, instr := range b.Instrs {
+				c, ok := instr.(ssa.CallInstruction)
+				if !ok {
+					continue
+				}
+				callee := c.Common().StaticCallee()
+				if callee == nil || len(c.Common().Args) < 3 {
+					continue
+				}
+				if o := origin(callee); o.Pkg == nil || o.Pkg.Pkg.Path() != idemPath || o.Name() != "Step" {
+					continue
+				}
+				if g := funcOf(c.Common().Args[2]); g != nil {
+					out = append(out, step{fn: g, pos: c.Pos()})
+				}
+			}
+		}
+		for _, anon := range f.AnonFuncs {
+			scan(anon)
+		}
+	}
+	scan(fn)
+	return out
+}
+
+func origin(fn *ssa.Function) *ssa.Function {
+	if o := fn.Origin(); o != nil {
+		return o
+	}
+	return fn
+}
+
+// funcOf is the function a value certainly holds: a function or a closure.
+func funcOf(v ssa.Value) *ssa.Function {
+	switch v := v.(type) {
+	case *ssa.Function:
+		return v
+	case *ssa.MakeClosure:
+		f, _ := v.Fn.(*ssa.Function)
+		return f
+	case *ssa.ChangeType:
+		return funcOf(v.X)
+	}
+	return nil
+}
+
+// edge is how the walk reached a function: from which, at which call.
+type edge struct {
+	from *ssa.Function
+	pos  token.Pos
+}
+
+// walk is a breadth-first walk of the functions a method reaches, so the
+// first path to each effect call is a shortest one.
+type walk struct {
+	p      *Program
+	m      Method
+	pkg    *types.Package
+	root   *ssa.Function // the method
+	report *Report
+	docOK  string
+	// docOKPos is the method's //idem:effect-ok comment.
+	docOKPos token.Position
+
+	queue  []*ssa.Function
+	parent map[*ssa.Function]edge
+	seen   map[string]bool // effect calls reported, by position and callee
+}
+
+func (w *walk) visit(fn *ssa.Function, e edge) {
+	if fn == nil {
+		return
+	}
+	if _, ok := w.parent[fn]; ok {
+		return
+	}
+	w.parent[fn] = e
+	w.queue = append(w.queue, fn)
+}
+
+func (w *walk) run() {
+	for len(w.queue) > 0 {
+		fn := w.queue[0]
+		w.queue = w.queue[1:]
+		w.scan(fn)
+	}
+}
+
+// scan looks at every call and function value of fn.
+func (w *walk) scan(fn *ssa.Function) {
+	if fn.Pkg != nil && fn.Blocks == nil && fn.Synthetic == "" {
+		fn.Pkg.Build() // bodies are built as the walk reaches their package
+	}
+	var ops []*ssa.Value
+	for _, b := range fn.Blocks {
+		for _, instr := range b.Instrs {
+			var callee ssa.Value
+			if c, ok := instr.(ssa.CallInstruction); ok {
+				w.call(fn, c)
+				if !c.Common().IsInvoke() {
+					callee = c.Common().Value
+				}
+			}
+			// A function or closure taken as a value in reached code is
+			// taken to be called: where it is called from is seldom
+			// visible (a callback, a field), and its effects are the
+			// method's all the same.
+			ops = instr.Operands(ops[:0])
+			for _, op := range ops {
+				if op == nil || *op == callee {
+					continue
+				}
+				if g := funcOf(*op); g != nil && !w.skip(g) {
+					w.visit(g, edge{from: fn, pos: instr.Pos()})
+				}
+			}
+		}
+	}
+}
+
+// skip reports a function not to walk into: bodiless, or in a leaf
+// package.
+func (w *walk) skip(g *ssa.Function) bool {
+	o := origin(g)
+	if o.Pkg != nil && leaf(o.Pkg.Pkg.Path()) {
+		return true
+	}
+	if obj, ok := o.Object().(*types.Func); ok && obj.Pkg() != nil && leaf(obj.Pkg().Path()) {
+		return true
+	}
+	return false
+}
+
+// call handles one call site of fn.
+func (w *walk) call(fn *ssa.Function, c ssa.CallInstruction) {
+	common := c.Common()
+	pos := c.Pos()
+	if common.IsInvoke() {
+		named := namedOf(common.Value.Type())
+		if named != nil && named.Obj().Pkg() != nil {
+			path := named.Obj().Pkg().Path()
+			if e, ok := lookup(path, named.Obj().Name(), common.Method.Name()); ok {
+				w.found(fn, pos, e, fmt.Sprintf("(%s.%s).%s", path, named.Obj().Name(), common.Method.Name()))
+				return
+			}
+			if leaf(path) {
+				return
+			}
+		}
+		for _, t := range w.p.implementations(common.Value.Type()) {
+			g := w.p.prog.LookupMethod(t, common.Method.Pkg(), common.Method.Name())
+			if g == nil {
+				continue
+			}
+			if e, name, ok := catalogued(g); ok {
+				if !e.Static {
+					w.found(fn, pos, e, name)
+				}
+				continue
+			}
+			if !w.skip(g) {
+				w.visit(g, edge{from: fn, pos: pos})
+			}
+		}
+		return
+	}
+	g := common.StaticCallee()
+	if g == nil {
+		return // a call through a function value the walk cannot resolve
+	}
+	if e, name, ok := catalogued(g); ok {
+		if e.Kind == KindDatabase && len(common.Args) > 0 && connOfTx(common.Args[0]) {
+			return // tx.Conn(): the transaction's own connection
+		}
+		if e.Kind == KindFile && len(common.Args) > 0 && stdStream(common.Args[0]) {
+			return // os.Stdout, os.Stderr: logging
+		}
+		w.found(fn, pos, e, name)
+		return
+	}
+	if e, name, ok := beginFunc(g, common.Args); ok {
+		w.found(fn, pos, e, name)
+		return
+	}
+	if !w.skip(g) {
+		w.visit(g, edge{from: fn, pos: pos})
+	}
+}
+
+// catalogued looks a function up in the catalogue, by its declaration,
+// and names it as messages do: (*net/http.Client).Do, os.WriteFile.
+func catalogued(g *ssa.Function) (Entry, string, bool) {
+	obj, ok := origin(g).Object().(*types.Func)
+	if !ok || obj.Pkg() == nil {
+		return Entry{}, "", false
+	}
+	path := obj.Pkg().Path()
+	sig := obj.Type().(*types.Signature)
+	if sig.Recv() == nil {
+		e, ok := lookup(path, "", obj.Name())
+		return e, path + "." + obj.Name(), ok
+	}
+	rt := sig.Recv().Type()
+	ptr := false
+	if p, isPtr := types.Unalias(rt).(*types.Pointer); isPtr {
+		rt, ptr = p.Elem(), true
+	}
+	named := namedOf(rt)
+	if named == nil {
+		return Entry{}, "", false
+	}
+	e, ok := lookup(path, named.Obj().Name(), obj.Name())
+	name := fmt.Sprintf("(%s.%s).%s", path, named.Obj().Name(), obj.Name())
+	if ptr {
+		name = fmt.Sprintf("(*%s.%s).%s", path, named.Obj().Name(), obj.Name())
+	}
+	return e, name, ok
+}
+
+// stdStream reports a receiver that is os.Stdout or os.Stderr.
+func stdStream(v ssa.Value) bool {
+	load, ok := v.(*ssa.UnOp)
+	if !ok || load.Op != token.MUL {
+		return false
+	}
+	g, ok := load.X.(*ssa.Global)
+	return ok && g.Pkg != nil && g.Pkg.Pkg.Path() == "os" && (g.Name() == "Stdout" || g.Name() == "Stderr")
+}
+
+// beginFunc reports pgx.BeginFunc or pgx.BeginTxFunc given a pool or a
+// connection: a transaction of its own, committed apart from the method's
+// (given the method's pgx.Tx, it is a savepoint inside it).
+func beginFunc(g *ssa.Function, args []ssa.Value) (Entry, string, bool) {
+	obj, ok := origin(g).Object().(*types.Func)
+	if !ok || obj.Pkg() == nil || obj.Pkg().Path() != "github.com/jackc/pgx/v5" || (obj.Name() != "BeginFunc" && obj.Name() != "BeginTxFunc") || len(args) < 2 {
+		return Entry{}, "", false
+	}
+	mi, ok := args[1].(*ssa.MakeInterface)
+	if !ok {
+		return Entry{}, "", false
+	}
+	t, ok := types.Unalias(mi.X.Type()).(*types.Pointer)
+	if !ok {
+		return Entry{}, "", false
+	}
+	n := namedOf(t.Elem())
+	if n == nil || n.Obj().Pkg() == nil {
+		return Entry{}, "", false
+	}
+	e, found := lookup(n.Obj().Pkg().Path(), n.Obj().Name(), "Begin")
+	if !found || e.Kind != KindDatabase {
+		return Entry{}, "", false
+	}
+	return e, "github.com/jackc/pgx/v5." + obj.Name(), true
+}
+
+// connOfTx reports a receiver that is the result of pgx.Tx's Conn method.
+func connOfTx(v ssa.Value) bool {
+	c, ok := v.(*ssa.Call)
+	if !ok || !c.Call.IsInvoke() || c.Call.Method.Name() != "Conn" {
+		return false
+	}
+	n := namedOf(c.Call.Value.Type())
+	return n != nil && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "github.com/jackc/pgx/v5" && n.Obj().Name() == "Tx"
+}
+
+func namedOf(t types.Type) *types.Named {
+	n, _ := types.Unalias(t).(*types.Named)
+	return n
+}
+
+// found records the effect call at pos in fn, with its path.
+func (w *walk) found(fn *ssa.Function, pos token.Pos, e Entry, callee string) {
+	if w.m.Steps && e.Kind != KindDatabase {
+		return
+	}
+	position := w.p.fset.Position(pos)
+	key := position.String() + " " + callee
+	if w.seen[key] {
+		return
+	}
+	w.seen[key] = true
+	f := Finding{Entry: e, Callee: callee, Pos: position}
+	var chain []*ssa.Function
+	for g := fn; g != w.root && g != nil; g = w.parent[g].from {
+		chain = append(chain, g)
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		g := chain[i]
+		f.Path = append(f.Path, Hop{Func: w.name(g), Pos: w.p.fset.Position(w.parent[g].pos)})
+	}
+	f.Allowed, f.AllowedAt = w.allowed(f)
+	w.report.Findings = append(w.report.Findings, f)
+}
+
+// allowed returns the reason of the //idem:effect-ok comment that allows
+// f, on a line of its path or the method's doc comment.
+func (w *walk) allowed(f Finding) (string, token.Position) {
+	lines := []token.Position{f.Pos}
+	for _, h := range f.Path {
+		lines = append(lines, h.Pos)
+	}
+	for _, at := range lines {
+		if ok, found := w.p.okAt(at, w.report); found {
+			return ok.reason, ok.pos
+		}
+	}
+	return w.docOK, w.docOKPos
+}
+
+// name is how messages name fn: Recv.Method or Func, qualified by package
+// name outside the checked method's package; closures as the runtime
+// names them (Payments.Charge.func1).
+func (w *walk) name(fn *ssa.Function) string {
+	if fn.Parent() != nil {
+		n := 1
+		for i, a := range fn.Parent().AnonFuncs {
+			if a == fn {
+				n = i + 1
+			}
+		}
+		return fmt.Sprintf("%s.func%d", w.name(fn.Parent()), n)
+	}
+	o := origin(fn)
+	obj, _ := o.Object().(*types.Func)
+	if obj == nil {
+		return fn.String()
+	}
+	prefix := ""
+	if obj.Pkg() != nil && obj.Pkg() != w.pkg {
+		prefix = obj.Pkg().Name() + "."
+	}
+	sig := obj.Type().(*types.Signature)
+	if sig.Recv() == nil {
+		return prefix + obj.Name()
+	}
+	rt := sig.Recv().Type()
+	if p, ok := types.Unalias(rt).(*types.Pointer); ok {
+		rt = p.Elem()
+	}
+	if n := namedOf(rt); n != nil {
+		return prefix + n.Obj().Name() + "." + obj.Name()
+	}
+	return prefix + obj.Name()
+}
+
+// firstError is the first error of pkg or of its dependencies.
+func firstError(pkg *packages.Package) string {
+	var first string
+	packages.Visit([]*packages.Package{pkg}, nil, func(p *packages.Package) {
+		if first == "" && len(p.Errors) > 0 {
+			first = p.Errors[0].Error()
+		}
+	})
+	return first
+}

@@ -1,0 +1,216 @@
+package gen
+
+import (
+	"context"
+	"fmt"
+	"go/ast"
+	"go/token"
+	"go/types"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/idemgen/idemgen/analysis/effects"
+	"github.com/idemgen/idemgen/gen/internal/diag"
+	"github.com/idemgen/idemgen/gen/internal/load"
+	"github.com/idemgen/idemgen/gen/ir"
+)
+
+// checkEffects walks, for every atomic and inline method of models, what
+// it can call (package analysis/effects), and refuses each effect outside
+// its transaction that no //idem:effect-ok comment allows; for external
+// methods, only what the functions they pass to idem.Step reach, and only
+// writes through another database handle. The effects allowed go into the
+// methods' models (ir.Method.Effects), for their doc comments. files are
+// the run's new outputs: the program is loaded as it will be once they are
+// written, so code that already calls the wrappers type-checks.
+func checkEffects(ctx context.Context, cfg Config, loaded map[string]*load.Package, models []*Package, files map[string][]byte) (ErrorList, error) {
+	byTags := map[string][]*Package{}
+	for _, m := range models {
+		if len(targets(loaded[m.Path], m)) > 0 {
+			t := loaded[m.Path].Tags
+			byTags[t] = append(byTags[t], m)
+		}
+	}
+	overlay := map[string][]byte{}
+	for p, b := range files {
+		if b != nil && strings.HasSuffix(p, ".go") {
+			overlay[p] = b
+		}
+	}
+	var all ErrorList
+	for _, tags := range load.SortedKeys(byTags) {
+		var paths []string
+		for _, m := range byTags[tags] {
+			paths = append(paths, m.Path)
+		}
+		prog, err := effects.Load(ctx, effects.Config{Dir: cfg.Dir, Patterns: paths, Tags: tags, Overlay: overlay})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range byTags[tags] {
+			for _, t := range targets(loaded[m.Path], m) {
+				r, err := prog.Check(t.check)
+				if err != nil {
+					return nil, err
+				}
+				all = append(all, effectErrors(t.m, r, m.Dir)...)
+			}
+		}
+	}
+	return all, nil
+}
+
+// target is a method whose effects are checked.
+type target struct {
+	m     *ir.Method
+	check effects.Method
+}
+
+// targets are the methods of m to check: every atomic and inline one, and
+// the external ones that call idem.Step.
+func targets(l *load.Package, m *Package) []target {
+	var out []target
+	for _, r := range m.Receivers {
+		for _, meth := range r.Methods {
+			c := effects.Method{Pkg: m.Path, Recv: meth.Receiver, Name: meth.Name}
+			if meth.Mode == ir.ModeExternal {
+				if !callsStep(l, meth) {
+					continue
+				}
+				c.Steps = true
+			}
+			out = append(out, target{m: meth, check: c})
+		}
+	}
+	return out
+}
+
+// callsStep reports whether an external method's body calls idem.Step:
+// only then is there something to check (read from the syntax, so a
+// package without it loads nothing more).
+func callsStep(l *load.Package, m *ir.Method) bool {
+	found := false
+	for _, f := range l.Pkg.Syntax {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil || fd.Recv == nil || fd.Name.Name != m.Name || recvName(fd) != m.Receiver {
+				continue
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				id, ok := n.(*ast.Ident)
+				if !ok {
+					return !found
+				}
+				if fn, ok := l.Pkg.TypesInfo.Uses[id].(*types.Func); ok && fn.Pkg() != nil && fn.Pkg().Path() == ir.IdemPath && fn.Name() == "Step" {
+					found = true
+				}
+				return !found
+			})
+		}
+	}
+	return found
+}
+
+// recvName is the receiver type's name of a method declaration.
+func recvName(fd *ast.FuncDecl) string {
+	t := fd.Recv.List[0].Type
+	if s, ok := t.(*ast.StarExpr); ok {
+		t = s.X
+	}
+	switch x := t.(type) {
+	case *ast.Ident:
+		return x.Name
+	case *ast.IndexExpr:
+		if id, ok := x.X.(*ast.Ident); ok {
+			return id.Name
+		}
+	}
+	return ""
+}
+
+// effectErrors turns what the walk found for m into errors (the effects
+// no comment allows, the comments without a reason) and m.Effects (the
+// ones allowed).
+func effectErrors(m *ir.Method, r *effects.Report, pkgDir string) ErrorList {
+	var out ErrorList
+	m.Effects = nil
+	for _, pr := range r.Problems {
+		out = append(out, &diag.Error{Pos: pr.Pos, Msg: pr.Msg})
+	}
+	for _, f := range r.Findings {
+		path := f.Path
+		if m.Mode == ir.ModeExternal && len(path) > 0 {
+			path = path[1:] // the function given to idem.Step
+		}
+		var via []string
+		for _, h := range path {
+			via = append(via, h.Func)
+		}
+		if f.Allowed != "" {
+			m.Effects = append(m.Effects, ir.Effect{Call: f.Callee, Via: via, Pos: shortPos(pkgDir, f.Pos), Reason: f.Allowed})
+			continue
+		}
+		out = append(out, &diag.Error{Pos: r.Pos, Msg: effectMessage(m, f, via)})
+	}
+	sort.SliceStable(m.Effects, func(i, j int) bool { return m.Effects[i].Pos < m.Effects[j].Pos })
+	return out
+}
+
+// effectMessage says, in the compiler's style, why an effect escapes m's
+// transaction and what to do.
+func effectMessage(m *ir.Method, f effects.Finding, via []string) string {
+	tx := "pgx.Tx"
+	if m.Tx == ir.TxSQL {
+		tx = "*sql.Tx"
+	}
+	call := f.Callee
+	if len(via) > 0 {
+		call += " via " + strings.Join(via, " → ")
+	}
+	call += " (" + f.Pos.String() + ")"
+	if m.Mode == ir.ModeExternal {
+		step := ""
+		if len(f.Path) > 0 {
+			step = " (" + f.Path[0].Pos.String() + ")"
+		}
+		return fmt.Sprintf("%s is external, and the function it passes to idem.Step%s calls %s, outside any transaction: if the attempt dies before the step's result is recorded, the attempt that takes over runs the step again and repeats the write. Make the write safe to repeat and mark it %s <why>, or move it into an atomic method.",
+			m.Key, step, call, effects.OKDirective)
+	}
+	if f.Entry.Kind == effects.KindDatabase {
+		return fmt.Sprintf("%s is %s, but it calls %s, which runs outside its transaction: a write there is not undone when the transaction rolls back, so a retry repeats it (and a read does not see the transaction's own writes). Run it on the method's %s instead, or mark it %s <why repeating it is safe>.",
+			m.Key, m.Mode, call, tx, effects.OKDirective)
+	}
+	return fmt.Sprintf("%s is %s, but it calls %s: that call is not undone when the transaction rolls back, so a retry repeats it. Make %s external (take no %s), or move the call after the commit (an outbox), or mark it %s <why repeating it is safe>.",
+		m.Key, m.Mode, call, m.Name, tx, effects.OKDirective)
+}
+
+// shortPos is a call's position as a generated doc comment prints it,
+// the same on every machine: file:line relative to the package's
+// directory, or, outside the module, below the module cache.
+func shortPos(pkgDir string, pos token.Position) string {
+	name := pos.Filename
+	if r, err := filepath.Rel(pkgDir, name); err == nil && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		name = r
+	} else if _, rest, ok := strings.Cut(filepath.ToSlash(name), "/pkg/mod/"); ok {
+		name = rest
+	} else if r, err := filepath.Rel(pkgDir, name); err == nil && strings.Count(r, "..") <= 3 {
+		name = r
+	} else {
+		name = filepath.Base(name)
+	}
+	return fmt.Sprintf("%s:%d", filepath.ToSlash(name), pos.Line)
+}
+
+// hasEffects reports a package with a method whose doc comment lists
+// allowed effects.
+func hasEffects(m *Package) bool {
+	for _, r := range m.Receivers {
+		for _, meth := range r.Methods {
+			if len(meth.Effects) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
