@@ -45,6 +45,9 @@ type AtomicTx[S, W, A, R, T any] struct {
 	// fixture); nil counts executions only.
 	Effects func(*testing.T, *DB) int
 	Storm   int // concurrent requests in the storm; 0: DefaultStorm
+	// KeyFromRequest: the wrapper takes the key from the request when the
+	// context carries none (-key); the sample must set that field.
+	KeyFromRequest bool
 }
 
 // Atomic is the suite of an atomic method that takes a pgx.Tx.
@@ -55,7 +58,7 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 	rt := runtimeOf[R, T](t)
 	l := ledgerSuite[S, W, A, R]{
 		pkg: s.Package, store: s.Store, method: s.Method, fp: s.Fingerprint, newSvc: s.New, wrap: s.Wrap, call: s.Call,
-		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm,
+		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm, keyFromRequest: s.KeyFromRequest,
 		direct: func(ctx context.Context, e *env, svc S, a A, work bool, fail error) (R, error) {
 			return rt.atomic(ctx, e.store, s.Method, s.Fingerprint(a), func(ctx context.Context, tx T) (R, error) {
 				var zero R

@@ -205,6 +205,9 @@ func (e *emitter) suite(r *ir.Receiver, m *ir.Method) suiteLit {
 	if m.HasEffectFixture {
 		field("Effects", jen.Id(names.EffectFixture(m.Receiver, m.Name)))
 	}
+	if m.RequestKey != nil {
+		field("KeyFromRequest", jen.True())
+	}
 	if m.Storm != 0 && m.Storm != 32 {
 		field("Storm", jen.Lit(m.Storm))
 	}
