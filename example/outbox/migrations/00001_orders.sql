@@ -1,0 +1,14 @@
+-- The outbox example's own table. River's tables come from rivermigrate
+-- (River's own migrations); the ledger from the migrations idemgen
+-- generates next to this file.
+
+-- +goose Up
+CREATE TABLE IF NOT EXISTS orders (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    customer text NOT NULL,
+    email text NOT NULL,
+    amount_cents bigint NOT NULL CHECK (amount_cents > 0)
+);
+
+-- +goose Down
+DROP TABLE IF EXISTS orders;
