@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(workerMain())
 	}
+	if os.Getenv(riverWorkerEnv) != "" {
+		os.Exit(riverWorkerMain())
+	}
 	flag.Parse()
 	os.Exit(run(m))
 }
