@@ -47,7 +47,7 @@ func TestDemo(t *testing.T) {
 	// Step 5: the inline-mode deposit.
 	assert.True(t, res.DepositReplayed, "the deposit's retry replays its row")
 	assert.Equal(t, 1, res.DepositRows, "payments rows carrying the deposit's key")
-	assert.Equal(t, 20, res.Checks, "checks that held")
+	assert.Equal(t, 24, res.Checks, "checks that held")
 
 	// The database, counted independently of the scenario.
 	count := func(query string) int {
