@@ -117,6 +117,10 @@ type Method struct {
 
 	Inline *Inline `json:",omitempty"` // inline mode only
 
+	// RequestKey is the request field the wrapper takes the key from when
+	// the context carries none (-key); nil without -key.
+	RequestKey *RequestKey `json:",omitempty"`
+
 	// Scalars are the fingerprinted scalars a generated test could change
 	// (see Scalar), in the order the fingerprint hashes them; which one it
 	// changes is the test emitter's choice.
@@ -313,4 +317,18 @@ type Inline struct {
 	Index       string   // the partial unique index on (scope, key)
 	Lookup      string   // the lookup method, e.g. OrderByKey
 	DDL         []string // the statements that add the columns and the index (idempotent), for the generated tests
+}
+
+// RequestKey is the field of a request that holds its idempotency key
+// (-key=evt.EventID).
+type RequestKey struct {
+	Text  string   // as the directive wrote it, e.g. evt.EventID
+	Param int      // index into Params
+	Path  []string // field names from the parameter to the key
+	// Nil are the lengths of the prefixes of Path that are pointers (0: the
+	// parameter itself), each checked for nil before the key is read.
+	Nil []int `json:",omitempty"`
+	// Conv is how the field becomes a string: "" (it is a string), "string"
+	// (a named string type) or "uuid" (a [16]byte-based type: idem.UUIDKey).
+	Conv string `json:",omitempty"`
 }

@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(natsWorkerEnv) != "" {
 		os.Exit(natsWorkerMain())
 	}
+	if os.Getenv(riverWorkerEnv) != "" {
+		os.Exit(riverWorkerMain())
+	}
 	flag.Parse()
 	os.Exit(run(m))
 }

@@ -78,3 +78,34 @@ func setReplayed(ctx context.Context, replayed bool) {
 		o.replayed.Store(replayed)
 	}
 }
+
+// ContextWithDefaultKey returns ctx carrying key unless ctx already carries
+// an idempotency key, which then wins. Wrappers generated with -key call it
+// with the request's key field, so a consumer that sets no key gets the
+// request's own.
+func ContextWithDefaultKey(ctx context.Context, key string) context.Context {
+	if _, ok := KeyFrom(ctx); ok {
+		return ctx
+	}
+	return ContextWithKey(ctx, key)
+}
+
+// UUIDKey renders a UUID (any [16]byte-based type, such as google/uuid's
+// uuid.UUID) as a key in its canonical form, 8-4-4-4-12 lowercase hex. The
+// zero UUID, which a request that never set its ID carries, renders as ""
+// so the call fails with idem.ErrInvalidKey instead of every such request
+// sharing one key.
+func UUIDKey[U ~[16]byte](u U) string {
+	if u == (U{}) {
+		return ""
+	}
+	const hexDigits = "0123456789abcdef"
+	b := make([]byte, 0, 36)
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hexDigits[c>>4], hexDigits[c&0xf])
+	}
+	return string(b)
+}

@@ -48,6 +48,9 @@ type AtomicTx[S, W, A, R, T any] struct {
 	// answer); nil: reflect.DeepEqual. The generated tests of a method that
 	// returns a protobuf message set idemproto.Equal (proto.Equal).
 	Equal func(a, b R) bool
+	// KeyFromRequest: the wrapper takes the key from the request when the
+	// context carries none (-key); the sample must set that field.
+	KeyFromRequest bool
 }
 
 // Atomic is the suite of an atomic method that takes a pgx.Tx.
@@ -58,7 +61,7 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 	rt := runtimeOf[R, T](t)
 	l := ledgerSuite[S, W, A, R]{
 		pkg: s.Package, store: s.Store, method: s.Method, fp: s.Fingerprint, newSvc: s.New, wrap: s.Wrap, call: s.Call,
-		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm, equal: equalOrDeep(s.Equal),
+		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm, equal: equalOrDeep(s.Equal), keyFromRequest: s.KeyFromRequest,
 		direct: func(ctx context.Context, e *env, svc S, a A, work bool, fail error) (R, error) {
 			return rt.atomic(ctx, e.store, s.Method, s.Fingerprint(a), func(ctx context.Context, tx T) (R, error) {
 				var zero R

@@ -47,6 +47,9 @@ type External[S, W, A, R any] struct {
 	// answer); nil: reflect.DeepEqual. The generated tests of a method that
 	// returns a protobuf message set idemproto.Equal (proto.Equal).
 	Equal func(a, b R) bool
+	// KeyFromRequest: the wrapper takes the key from the request when the
+	// context carries none (-key); the sample must set that field.
+	KeyFromRequest bool
 }
 
 // Run runs every scenario as a subtest of t.
@@ -64,7 +67,7 @@ func (s External[S, W, A, R]) Run(t *testing.T) {
 func (s External[S, W, A, R]) ledger() ledgerSuite[S, W, A, R] {
 	return ledgerSuite[S, W, A, R]{
 		pkg: s.Package, store: s.Store, method: s.Method, fp: s.Fingerprint, newSvc: s.New, wrap: s.Wrap, call: s.Call,
-		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm, external: true, equal: equalOrDeep(s.Equal),
+		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm, external: true, equal: equalOrDeep(s.Equal), keyFromRequest: s.KeyFromRequest,
 		direct: func(ctx context.Context, e *env, svc S, a A, work bool, fail error) (R, error) {
 			return idem.External(ctx, e.store, s.Method, s.Fingerprint(a), func(ctx context.Context) (R, error) {
 				var zero R

@@ -25,6 +25,8 @@ type ledgerSuite[S, W, A, R any] struct {
 	storm    int
 	equal    func(a, b R) bool // never nil
 	external bool
+	// keyFromRequest: the wrapper takes the key from the request (-key).
+	keyFromRequest bool
 	// direct runs the method under the ledger without its wrapper: the
 	// body does the work if work is set, then returns fail.
 	direct func(ctx context.Context, e *env, svc S, a A, work bool, fail error) (R, error)
@@ -77,6 +79,32 @@ func (l ledgerSuite[S, W, A, R]) common(t *testing.T) {
 	t.Run("same key, two scopes", func(t *testing.T) { l.twoCalls(t, "shared", "tenant-a", "shared", "tenant-b") })
 	t.Run("expired key", l.expired)
 	t.Run("sweep keeps live keys", l.sweep)
+	if l.keyFromRequest {
+		t.Run("key from the request", l.requestKey)
+	}
+}
+
+// requestKey: with no key in the context, the wrapper takes the request's
+// key field (-key): a twin with the same field value replays.
+func (l ledgerSuite[S, W, A, R]) requestKey(t *testing.T) {
+	e, _, w := l.setup(t)
+	a := l.sample(t)
+	first, err := l.call(w, t.Context(), a)
+	if err != nil {
+		t.Fatalf("first request without a key in the context (the wrapper takes it from the request's -key field, which the sample from %s must set): %v", funcName(l.sample), err)
+	}
+	ctx, o := idem.ContextWithOutcome(t.Context())
+	twin, err := l.call(w, ctx, l.sample(t))
+	if err != nil {
+		t.Fatalf("twin without a key in the context: %v", err)
+	}
+	if !o.Replayed() {
+		t.Errorf("twin with the same key field was not replayed")
+	}
+	same(t, []result[R]{{resp: first}, {resp: twin}}, l.equal)
+	e.wantExecutions(t, 1)
+	e.wantRows(t, 1)
+	e.wantEffects(t, 1)
 }
 
 // race: n identical requests released at once: one execution, one ledger

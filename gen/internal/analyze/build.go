@@ -273,6 +273,7 @@ func (b *builder) method(d *directive.Directive, decl *ast.FuncDecl) *ir.Method 
 	ok = b.results(m, sig, namePos) && ok
 	ok = b.params(m, sig, first) && ok
 	ok = b.finalErrors(d) && ok
+	ok = ok && b.requestKey(d, m, sig, first)
 	if (d.Inline != "" || d.Lookup != "") && !b.inline(d, m, recv, sig) {
 		ok = false
 	}

@@ -25,6 +25,7 @@ type Directive struct {
 	Storm       int
 	Inline      string // inline mode: the business table that holds the key
 	Lookup      string // inline mode: the method that reads a row by its key
+	Key         string // -key: the request field the key comes from, e.g. evt.EventID
 
 	// Package-level settings: directives that set them must agree.
 	Table           string

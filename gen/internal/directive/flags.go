@@ -63,6 +63,8 @@ func FlagTable() []Flag {
 			Help: "inline mode: the key, scope and fingerprint live in TABLE's rows, the method's own INSERT is the claim"},
 		{Name: "lookup", Value: "METHOD", Group: groups[0], Where: InDirective, Default: "none; required with -inline", set: setNonEmpty(func(d *Directive) *string { return &d.Lookup }, "the method that reads a row by its key, e.g. -lookup=OrderByKey"),
 			Help: "inline mode: the method that reads a row by its key"},
+		{Name: "key", Value: "PARAM.FIELD", Group: groups[0], Where: InDirective, Default: "none", set: setNonEmpty(func(d *Directive) *string { return &d.Key }, "a parameter and a field path, e.g. -key=evt.EventID"),
+			Help: "the request field holding the key when ctx has none"},
 		{Name: "final-errors", Value: "ErrA,ErrB", Group: groups[0], Where: InDirective, Default: "none", set: setFinalErrors,
 			Help: "package-level error variables stored and replayed"},
 		{Name: "retention", Value: "DURATION", Group: groups[1], Where: InDirective, Default: "the store's, 24h", set: setDuration,

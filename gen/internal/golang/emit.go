@@ -521,10 +521,13 @@ func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 	body := jen.Func().Params(bodyParams...).Params(e.Result(m), jen.Error()).Block(bodyStmts...)
 	call := jen.Qual(ir.IdemPath, fn).Call(append(coreArgs, body)...)
 	var block []jen.Code
+	if m.RequestKey != nil {
+		block = append(block, e.requestKey(m))
+	}
 	if m.Result != nil {
-		block = []jen.Code{jen.Return(call)}
+		block = append(block, jen.Return(call))
 	} else {
-		block = []jen.Code{jen.List(jen.Id("_"), jen.Id("err")).Op(":=").Add(call), jen.Return(jen.Id("err"))}
+		block = append(block, jen.List(jen.Id("_"), jen.Id("err")).Op(":=").Add(call), jen.Return(jen.Id("err")))
 	}
 	doc := []string{
 		fmt.Sprintf("%s is %s run inside the caller's transaction tx, under a savepoint: the claim,", name, m.Name),
@@ -537,8 +540,43 @@ func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 			"another request fails with idem.ErrMismatch.",
 			modeText(m), retentionText(m), finalText(m), fingerprintText(m)}
 		doc = append(doc, effectsText(m)...)
+		if k := m.RequestKey; k != nil {
+			doc = append(doc[:3], append([]string{fmt.Sprintf("Key: when ctx carries none, %s (-key); a key in ctx wins.", k.Text)}, doc[3:]...)...)
+		}
 	}
 	return Comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(names.Wrapper(r.Name))).Id(name).Params(params...).Params(results...).Block(block...).Line()
+}
+
+// requestKey puts the request's key field into ctx unless it carries a
+// key (-key), after checking the pointers on the way for nil:
+//
+//	ctx = idem.ContextWithDefaultKey(ctx, evt.EventID)
+func (e *Emitter) requestKey(m *ir.Method) jen.Code {
+	k := m.RequestKey
+	v := jen.Id(m.Params[k.Param].Local)
+	var nils *jen.Statement
+	for i, name := range k.Path {
+		if slices.Contains(k.Nil, i) {
+			if nils != nil {
+				nils = nils.Op("&&")
+			} else {
+				nils = jen.Null()
+			}
+			nils = nils.Add(v.Clone().Op("!=").Nil())
+		}
+		v = v.Clone().Dot(name)
+	}
+	switch k.Conv {
+	case "string":
+		v = jen.String().Call(v)
+	case "uuid":
+		v = jen.Qual(ir.IdemPath, "UUIDKey").Call(v)
+	}
+	set := jen.Id("ctx").Op("=").Qual(ir.IdemPath, "ContextWithDefaultKey").Call(jen.Id("ctx"), v)
+	if nils == nil {
+		return set
+	}
+	return jen.If(nils).Block(set)
 }
 
 // guard: the type's name is in the compiler's error when the method changes

@@ -208,6 +208,9 @@ func (e *emitter) suite(r *ir.Receiver, m *ir.Method) suiteLit {
 	if m.Result != nil && m.Result.Proto {
 		field("Equal", jen.Qual(ir.IdemprotoPath, "Equal").Types(e.Type(m.Result)))
 	}
+	if m.RequestKey != nil {
+		field("KeyFromRequest", jen.True())
+	}
 	if m.Storm != 0 && m.Storm != 32 {
 		field("Storm", jen.Lit(m.Storm))
 	}

@@ -47,7 +47,7 @@ func TestDemo(t *testing.T) {
 	// Step 5: the inline-mode deposit.
 	assert.True(t, res.DepositReplayed, "the deposit's retry replays its row")
 	assert.Equal(t, 1, res.DepositRows, "payments rows carrying the deposit's key")
-	assert.Equal(t, 20, res.Checks, "checks that held")
+	assert.Equal(t, 24, res.Checks, "checks that held")
 
 	// The database, counted independently of the scenario.
 	count := func(query string) int {
@@ -63,7 +63,12 @@ func TestDemo(t *testing.T) {
 	assert.Equal(t, 2, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'github.com/idemgen/idemgen/example.Payments.Charge' AND status = 'done'`),
 		"charge keys: the successful charge and the stored decline")
 	assert.Equal(t, 1, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'github.com/idemgen/idemgen/example.Payments.Payout' AND status = 'done'`), "payout keys")
-	assert.Equal(t, 3, count(`SELECT count(*) FROM idempotency_keys`), "ledger rows")
+	// Step 6: the outbox.
+	assert.Equal(t, 1, count(`SELECT count(*) FROM orders`), "orders")
+	assert.Equal(t, 1, count(`SELECT count(*) FROM river_job WHERE kind = 'receipt_email' AND state = 'completed'`), "completed email jobs")
+	assert.Equal(t, 1, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'github.com/idemgen/idemgen/example/outbox.Shop.Charge' AND status = 'done'`), "outbox charge keys")
+	assert.Equal(t, 1, count(`SELECT count(*) FROM idempotency_keys WHERE method = 'github.com/idemgen/idemgen/example/outbox.Mailer.SendReceipt' AND status = 'done'`), "email keys")
+	assert.Equal(t, 5, count(`SELECT count(*) FROM idempotency_keys`), "ledger rows")
 	files, err := filepath.Glob("../../../migrations/*.sql")
 	require.NoError(t, err)
 	assert.Equal(t, len(files), count(`SELECT count(*) FROM goose_db_version WHERE version_id > 0`), "goose migrations applied")

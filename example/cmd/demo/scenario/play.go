@@ -79,7 +79,7 @@ type player struct {
 	chargeKey string // the key of step 1, reused in step 2
 }
 
-// Play runs the five steps of the demo against env, printing each attempt,
+// Play runs the six steps of the demo against env, printing each attempt,
 // status and check to w. It stops at the first expectation that fails and
 // returns an error naming it.
 func Play(ctx context.Context, w io.Writer, env *Env) (*Result, error) {
@@ -103,7 +103,7 @@ func Play(ctx context.Context, w io.Writer, env *Env) (*Result, error) {
 	p.printf("  network     %s  (a proxy to the API that can lose responses)\n", proxy.url)
 	p.printf("  merchant    %s  (Authorization: Bearer %s; the idempotency scope)\n", account, account)
 
-	for _, step := range []func(context.Context) error{p.lostResponse, p.reusedKey, p.slowPayout, p.declinedCard, p.inlineDeposit} {
+	for _, step := range []func(context.Context) error{p.lostResponse, p.reusedKey, p.slowPayout, p.declinedCard, p.inlineDeposit, p.outboxEmail} {
 		if err := step(ctx); err != nil {
 			return p.res, err
 		}

@@ -8,7 +8,12 @@
 //  2. the same key with another amount: 422;
 //  3. a twin of a payout that is waiting for a slow bank: 409 with
 //     Retry-After, then a replay; the bank transfers once;
-//  4. a declined card: the retry replays the decline.
+//  4. a declined card: the retry replays the decline;
+//  5. an inline-mode deposit whose first response is lost: the retry
+//     replays the row;
+//  6. the outbox (example/outbox): a charge enqueues its receipt email as a
+//     River job in its own transaction; its retry replays, and the email
+//     worker, lost after the send, is retried: one email.
 //
 // It exits 0 when every check holds and 1 otherwise.
 //

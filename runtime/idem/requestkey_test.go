@@ -1,0 +1,30 @@
+package idem_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+func TestContextWithDefaultKeyKeepsTheCallersKey(t *testing.T) {
+	ctx := idem.ContextWithDefaultKey(context.Background(), "from-request")
+	k, ok := idem.KeyFrom(ctx)
+	assert.True(t, ok)
+	assert.Equal(t, "from-request", k)
+
+	ctx = idem.ContextWithDefaultKey(idem.ContextWithKey(context.Background(), "from-caller"), "from-request")
+	k, _ = idem.KeyFrom(ctx)
+	assert.Equal(t, "from-caller", k)
+}
+
+type uuid [16]byte
+
+func TestUUIDKey(t *testing.T) {
+	u := uuid{0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40, 0x00}
+	assert.Equal(t, "123e4567-e89b-12d3-a456-426614174000", idem.UUIDKey(u))
+	assert.Equal(t, "", idem.UUIDKey(uuid{}), "the zero UUID is no key")
+	assert.NoError(t, idem.DefaultKeyPolicy.Validate(idem.UUIDKey(u)))
+}
