@@ -75,13 +75,11 @@ func newPayments(t *testing.T) *payments {
 	return &payments{db: db, store: store, started: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
-// withFieldKey is what a wrapper generated with -key=req.EventID does: the
-// key from the context, or when it carries none, from the field.
+// withFieldKey is the line a wrapper generated with -key=req.EventID
+// starts with: the key from the context, or when it carries none, from the
+// field.
 func withFieldKey(ctx context.Context, req chargeRequest) context.Context {
-	if _, ok := idem.KeyFrom(ctx); !ok && req.EventID != "" {
-		return idem.ContextWithKey(ctx, req.EventID)
-	}
-	return ctx
+	return idem.ContextWithDefaultKey(ctx, req.EventID)
 }
 
 // Charge is the wrapper's atomic method.
