@@ -43,9 +43,20 @@ var errRowVanished = errors.New("idem: ledger row vanished between claim and rea
 // The response returned, first time and on replay, is the one decoded from
 // the stored bytes (see Method.Encode). One that cannot be stored (a NaN
 // float, a string that is not UTF-8) is an error and rolls everything back.
-func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
+//
+// TTx, the transaction body takes, picks the driver (driver.go): a pgx.Tx
+// on a store made by NewStore, where BEGIN travels with the claim and
+// COMMIT with the response; or a *sql.Tx on a store made by NewSQLStore,
+// where database/sql sends one statement at a time, so the transaction
+// costs more round trips (see docs/sql.md). The other kind of store is an
+// error before anything runs. body must not commit or roll back tx (return
+// an error to roll back): a pgx.Tx refuses, and on a *sql.Tx, which cannot
+// refuse, Atomic returns an error wrapping the refusal, but what the body
+// committed stays committed.
+func Atomic[R, TTx any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx TTx) (R, error)) (R, error) {
 	var zero R
-	if err := s.needPool("Atomic", "AtomicSQL"); err != nil {
+	d, err := driverFor[TTx](s, "Atomic")
+	if err != nil {
 		return zero, err
 	}
 	if err := m.check(s, false); err != nil {
@@ -56,7 +67,13 @@ func Atomic[R any](ctx context.Context, s *Store, m *Method[R], fingerprint []by
 		return zero, err
 	}
 	startOutcome(ctx, m.retention(s))
-	return retryAttempts(ctx, s, c, func() (R, error) { return atomicAttempt(ctx, s, m, c, body) })
+	return retryAttempts(ctx, s, c, func() (R, error) {
+		t, tx, bodyEnded, err := d.attempt(ctx, s, c)
+		if err != nil {
+			return zero, err
+		}
+		return atomicRun(ctx, s, m, c, t, func(ctx context.Context) (R, error) { return body(ctx, tx()) }, bodyEnded)
+	})
 }
 
 // retryAttempts runs attempt until it succeeds, fails for good, or the
@@ -81,18 +98,7 @@ func retryAttempts[R any](ctx context.Context, s *Store, c call, attempt func() 
 	}
 }
 
-func atomicAttempt[R any](ctx context.Context, s *Store, m *Method[R], c call, body func(context.Context, pgx.Tx) (R, error)) (R, error) {
-	var zero R
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return zero, storeErr(c.method, "acquire connection", err)
-	}
-	tx := &pipelinedTx{conn: conn.Conn()}
-	return atomicRun(ctx, s, m, c, &pgxAttempt{conn: conn},
-		func(ctx context.Context) (R, error) { return body(ctx, tx) }, tx.bodyEnded)
-}
-
-// atomicRun is one attempt of Atomic or AtomicSQL on the transaction t
+// atomicRun is one attempt of Atomic on the transaction t
 // carries: the claim, the body (which reports whether it ended the
 // transaction itself through bodyEnded), and the response with COMMIT.
 func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t attemptTx, body func(context.Context) (R, error), bodyEnded func() bool) (R, error) {
@@ -376,9 +382,12 @@ func (s *Store) rollback(ctx context.Context, conn *pgxpool.Conn) {
 // not) with tx. A concurrent twin waits for tx to end, for at most the claim
 // wait (then it gets an *InProgressError). Serialization failures
 // are returned, not retried: only the caller can retry its transaction.
-func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
+// tx is a pgx.Tx on a store made by NewStore, or a *sql.Tx on one made by
+// NewSQLStore, as in Atomic.
+func AtomicInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx TTx) (R, error)) (R, error) {
 	var zero R
-	if err := s.needPool("AtomicInTx", "AtomicSQLInTx"); err != nil {
+	d, err := driverFor[TTx](s, "AtomicInTx")
+	if err != nil {
 		return zero, err
 	}
 	if err := m.check(s, false); err != nil {
@@ -390,11 +399,10 @@ func AtomicInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *Method[R], f
 	}
 	startOutcome(ctx, m.retention(s))
 
-	return atomicInTxRun(ctx, s, m, c, &pgxInTx{tx: tx}, func(ctx context.Context) (R, error) { return body(ctx, tx) })
+	return atomicInTxRun(ctx, s, m, c, d.inTx(tx), func(ctx context.Context) (R, error) { return body(ctx, tx) })
 }
 
-// atomicInTxRun is AtomicInTx or AtomicSQLInTx on the caller's transaction
-// that t carries.
+// atomicInTxRun is AtomicInTx on the caller's transaction that t carries.
 func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx, body func(context.Context) (R, error)) (R, error) {
 	var zero R
 	// The savepoint and the claim, which also reads the key's row, travel

@@ -152,9 +152,19 @@ var errKeyFreed = errors.New("idem: expired key freed")
 // the business table. Serialization failures, deadlocks and unknown COMMIT
 // outcomes retry the whole transaction, as in Atomic. If the database cannot
 // be reached the body does not run (errors.Is(err, ErrStore)).
-func Inline[R any](ctx context.Context, s *Store, m *InlineMethod[R], fingerprint []byte, lookup InlineLookup[R], body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
+//
+// TTx picks the driver, as in Atomic: a pgx.Tx on a store made by NewStore,
+// where the ledger's statements travel with the body's own and the lost
+// claim is seen on the body's INSERT; or a *sql.Tx on a store made by
+// NewSQLStore. database/sql gives no way to watch the body's statements, so
+// there the lost claim is seen in the error body returns: return the
+// INSERT's error (wrapped is fine). A body that swallows it fails at the
+// key check with the transaction's abort instead, and is not replayed. On
+// database/sql the lookup runs in a transaction of its own.
+func Inline[R, TTx any](ctx context.Context, s *Store, m *InlineMethod[R], fingerprint []byte,
+	lookup func(ctx context.Context, tx TTx, k InlineKey) (R, []byte, error), body func(ctx context.Context, tx TTx) (R, error)) (R, error) {
 	var zero R
-	if err := s.needPool("Inline", "InlineSQL"); err != nil {
+	if _, err := driverFor[TTx](s, "Inline"); err != nil {
 		return zero, err
 	}
 	q, err := m.queries()
@@ -169,7 +179,8 @@ func Inline[R any](ctx context.Context, s *Store, m *InlineMethod[R], fingerprin
 	return retryAttempts(ctx, s, c, func() (R, error) { return inlineAttempt(ctx, s, m, q, c, lookup, body) })
 }
 
-func inlineAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, lookup InlineLookup[R], body func(context.Context, pgx.Tx) (R, error)) (R, error) {
+// inlinePgxAttempt is one attempt of Inline on the pgx driver.
+func inlinePgxAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, lookup func(context.Context, pgx.Tx, InlineKey) (R, []byte, error), body func(context.Context, pgx.Tx) (R, error)) (R, error) {
 	var zero R
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -242,7 +253,7 @@ func keyNotWritten(c call, q *inlineQueries) error {
 //
 // confirm runs before the row is replayed: it makes sure the row is on a
 // synchronous standby (see replication.go).
-func inlineAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, tx *inlineTx, prefix []pendingStmt, lookup InlineLookup[R], k InlineKey, confirm func(context.Context) error) (R, error) {
+func inlineAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, tx *inlineTx, prefix []pendingStmt, lookup func(context.Context, pgx.Tx, InlineKey) (R, []byte, error), k InlineKey, confirm func(context.Context) error) (R, error) {
 	var zero R
 	freed := false
 	prefix = append(prefix, pendingStmt{
@@ -301,9 +312,13 @@ func inlineSettle[R any](ctx context.Context, s *Store, c call, out R, stored []
 // sees the holder's row only if tx's snapshot allows it (READ COMMITTED, the
 // default, does). Serialization failures are returned, not retried: only the
 // caller can retry its transaction.
-func InlineInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod[R], fingerprint []byte, lookup InlineLookup[R], body func(ctx context.Context, tx pgx.Tx) (R, error)) (R, error) {
+// tx is a pgx.Tx on a store made by NewStore, or a *sql.Tx on one made by
+// NewSQLStore, as in Inline; on database/sql, body must return the error of
+// the INSERT that claims.
+func InlineInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *InlineMethod[R], fingerprint []byte,
+	lookup func(ctx context.Context, tx TTx, k InlineKey) (R, []byte, error), body func(ctx context.Context, tx TTx) (R, error)) (R, error) {
 	var zero R
-	if err := s.needPool("InlineInTx", "InlineSQLInTx"); err != nil {
+	if _, err := driverFor[TTx](s, "InlineInTx"); err != nil {
 		return zero, err
 	}
 	q, err := m.queries()
@@ -315,7 +330,14 @@ func InlineInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod
 		return zero, err
 	}
 	startOutcome(ctx, m.retention(s))
+	return inlineInTx(ctx, s, tx, m, fingerprint, q, c, lookup, body)
+}
 
+// inlinePgxInTx is InlineInTx on the pgx driver. A key freed on the way is
+// claimed once more through InlineInTx.
+func inlinePgxInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod[R], fingerprint []byte, q *inlineQueries, c call,
+	lookup func(context.Context, pgx.Tx, InlineKey) (R, []byte, error), body func(context.Context, pgx.Tx) (R, error)) (R, error) {
+	var zero R
 	const sp = "idem_inline"
 	itx := newInlineTx(tx.Conn(), tx, q.schema, func(context.Context) (pgx.Tx, error) { return tx, nil }, "SAVEPOINT "+sp)
 	undo := func() error {
@@ -375,7 +397,7 @@ func InlineInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod
 	b.Queue(q.check, c.scope, c.key, c.fp)
 	b.Queue("RELEASE SAVEPOINT " + sp)
 	br := tx.SendBatch(ctx, b)
-	_, err = br.Exec()
+	_, err := br.Exec()
 	if isDivisionByZero(err) {
 		_ = br.Close()
 		return zero, keyNotWritten(c, q)

@@ -9,44 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// InlineLookupSQL is InlineLookup for services on database/sql: it reads
-// the row stored under k.Scope and k.Key in tx and returns the response it
-// represents and the fingerprint written with it, or an error wrapping
-// sql.ErrNoRows (or pgx.ErrNoRows) when there is no such row.
-type InlineLookupSQL[R any] func(ctx context.Context, tx *sql.Tx, k InlineKey) (R, []byte, error)
-
-// InlineSQL is Inline for services on database/sql: s must come from
-// NewSQLStore, and body runs in a *sql.Tx on one of the store's connections
-// and must write InlineKeyFrom(ctx) into the row it inserts: that INSERT is
-// the claim. The guarantees are Inline's, decided by the same code: the key
-// check travels before COMMIT (a body that did not write its key gets
-// ErrKeyNotWritten and everything rolls back); a twin's INSERT that hits
-// the table's idempotency index is answered from the holder's row (lookup,
-// in a transaction of its own); an expired key is taken off its old row and
-// the request runs as new.
-//
-// database/sql gives no way to watch the body's statements, so the lost
-// claim is seen in the error body returns: return the INSERT's error
-// (wrapped is fine). A body that swallows it fails at the key check with
-// the transaction's abort instead, and is not replayed.
-func InlineSQL[R any](ctx context.Context, s *Store, m *InlineMethod[R], fingerprint []byte, lookup InlineLookupSQL[R], body func(ctx context.Context, tx *sql.Tx) (R, error)) (R, error) {
-	var zero R
-	if err := s.needDB("InlineSQL", "Inline"); err != nil {
-		return zero, err
-	}
-	q, err := m.queries()
-	if err != nil {
-		return zero, err
-	}
-	c, err := s.newCall(ctx, m.Name, fingerprint)
-	if err != nil {
-		return zero, err
-	}
-	startOutcome(ctx, m.retention(s))
-	return retryAttempts(ctx, s, c, func() (R, error) { return inlineSQLAttempt(ctx, s, m, q, c, lookup, body) })
-}
-
-func inlineSQLAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, lookup InlineLookupSQL[R], body func(context.Context, *sql.Tx) (R, error)) (R, error) {
+// inlineSQLAttempt is one attempt of Inline on the database/sql driver.
+func inlineSQLAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, lookup func(context.Context, *sql.Tx, InlineKey) (R, []byte, error), body func(context.Context, *sql.Tx) (R, error)) (R, error) {
 	var zero R
 	t, err := newSQLAttempt(ctx, s, c)
 	if err != nil {
@@ -86,7 +50,7 @@ func inlineSQLAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 // own: it frees the key if it has expired, runs the lookup, and commits;
 // then inlineSettle decides. Before a replay it asks whether commits wait
 // for a synchronous standby and, if they do, confirms the row is there.
-func inlineSQLAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, conn *sql.Conn, lookup InlineLookupSQL[R], k InlineKey) (R, error) {
+func inlineSQLAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, conn *sql.Conn, lookup func(context.Context, *sql.Tx, InlineKey) (R, []byte, error), k InlineKey) (R, error) {
 	var zero R
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -109,7 +73,7 @@ func inlineSQLAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q
 
 // inlineSQLLookup frees the key if it has expired, then runs the lookup.
 // No row is reported as pgx.ErrNoRows, as inlineSettle expects.
-func inlineSQLLookup[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, tx *sql.Tx, lookup InlineLookupSQL[R], k InlineKey) (freed bool, out R, stored []byte, err error) {
+func inlineSQLLookup[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, tx *sql.Tx, lookup func(context.Context, *sql.Tx, InlineKey) (R, []byte, error), k InlineKey) (freed bool, out R, stored []byte, err error) {
 	res, err := tx.ExecContext(ctx, q.free, s.now(), c.scope, c.key, micros(m.retention(s)))
 	if err != nil {
 		return false, out, nil, err
@@ -121,26 +85,13 @@ func inlineSQLLookup[R any](ctx context.Context, s *Store, m *InlineMethod[R], q
 	return false, out, stored, sqlErr(err)
 }
 
-// InlineSQLInTx is InlineInTx for services on database/sql: the body runs
-// under a savepoint in the caller's tx; a refused claim rolls back to it
-// and the lookup runs in tx, so tx stays usable; everything commits (or
-// not) with tx. s must come from NewSQLStore. As in InlineSQL, body must
-// return the error of the INSERT that claims.
-func InlineSQLInTx[R any](ctx context.Context, s *Store, tx *sql.Tx, m *InlineMethod[R], fingerprint []byte, lookup InlineLookupSQL[R], body func(ctx context.Context, tx *sql.Tx) (R, error)) (R, error) {
+// inlineSQLInTx is InlineInTx on the database/sql driver: the body runs
+// under a savepoint in the caller's tx; a refused claim rolls back to it and
+// the lookup runs in tx. A key freed on the way is claimed once more
+// through InlineInTx.
+func inlineSQLInTx[R any](ctx context.Context, s *Store, tx *sql.Tx, m *InlineMethod[R], fingerprint []byte, q *inlineQueries, c call,
+	lookup func(context.Context, *sql.Tx, InlineKey) (R, []byte, error), body func(context.Context, *sql.Tx) (R, error)) (R, error) {
 	var zero R
-	if err := s.needDB("InlineSQLInTx", "InlineInTx"); err != nil {
-		return zero, err
-	}
-	q, err := m.queries()
-	if err != nil {
-		return zero, err
-	}
-	c, err := s.newCall(ctx, m.Name, fingerprint)
-	if err != nil {
-		return zero, err
-	}
-	startOutcome(ctx, m.retention(s))
-
 	const sp = "idem_inline"
 	t := sqlStmts{tx: tx}
 	if _, err := t.Exec(ctx, "SAVEPOINT "+sp); err != nil {
@@ -177,7 +128,7 @@ func InlineSQLInTx[R any](ctx context.Context, s *Store, tx *sql.Tx, m *InlineMe
 		out, err := inlineSettle(ctx, s, c, out, stored, lerr, freed, confirm)
 		if errors.Is(err, errKeyFreed) {
 			// Claim the freed key once more, still inside tx.
-			return InlineSQLInTx(ctx, s, tx, m, fingerprint, lookup, body)
+			return InlineInTx(ctx, s, tx, m, fingerprint, lookup, body)
 		}
 		return out, err
 	}

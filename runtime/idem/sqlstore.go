@@ -56,26 +56,6 @@ func NewSQLStore(db *sql.DB, opts ...Option) (*Store, error) {
 // (see Pool).
 func (s *Store) DB() *sql.DB { return s.db }
 
-// needPool refuses a store made by NewSQLStore in fn, a function that takes
-// a pgx.Tx; alt is its database/sql counterpart.
-func (s *Store) needPool(fn, alt string) error {
-	if s.db != nil {
-		return fmt.Errorf("idem: %s: the store was made by NewSQLStore over a *sql.DB: call %s, whose body takes a *sql.Tx, "+
-			"or make the store with NewStore over a *pgxpool.Pool", fn, alt)
-	}
-	return nil
-}
-
-// needDB refuses a store made by NewStore in fn, a function that takes a
-// *sql.Tx; alt is its pgx counterpart.
-func (s *Store) needDB(fn, alt string) error {
-	if s.db == nil {
-		return fmt.Errorf("idem: %s: the store was made by NewStore over a pgx pool: make it with NewSQLStore over a *sql.DB "+
-			"(stdlib.OpenDBFromPool(pool) gives one over the same pool), or call %s, whose body takes a pgx.Tx", fn, alt)
-	}
-	return nil
-}
-
 // withSQLConn runs fn on the pgx connection under one of db's.
 func (s *Store) withSQLConn(ctx context.Context, fn func(*pgx.Conn) error) error {
 	conn, err := s.db.Conn(ctx)
@@ -93,7 +73,7 @@ type sqlPool struct{ db *sql.DB }
 
 var _ Pool = sqlPool{}
 
-// Acquire is never called on a store made by NewSQLStore (needPool,
+// Acquire is never called on a store made by NewSQLStore (driverFor,
 // withConn).
 func (p sqlPool) Acquire(context.Context) (*pgxpool.Conn, error) {
 	return nil, errors.New("idem: internal error: a store made by NewSQLStore has no pgx pool")

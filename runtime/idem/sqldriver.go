@@ -11,15 +11,33 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// The database/sql transport: the same ledger statements as the pgx
-// transport (transport.go), sent one at a time. database/sql has no way to
+// The database/sql driver: the same ledger statements as the pgx driver
+// (pgxdriver.go), sent one at a time. database/sql has no way to
 // queue a statement behind another, and a *sql.Tx is begun and committed by
 // database/sql itself: BEGIN cannot travel with the claim, nor COMMIT with
 // the response. Whether commits wait for a synchronous standby comes with
 // the claim's row on both transports (syncRepColumn); only inline mode's
 // replay, whose lookup is the user's statement, asks it in one of its own.
 
-// sqlStmts is what the database/sql transports send statements on: the
+// sqlDriver is the driver of *sql.Tx, on a store made by NewSQLStore.
+type sqlDriver struct{}
+
+var _ driver[*sql.Tx] = sqlDriver{}
+
+// attempt takes a connection from the store's *sql.DB; the body's *sql.Tx
+// is begun by the claim. database/sql cannot tell a body that ended its
+// *sql.Tx: the finish statement finds it done (sqlErr).
+func (sqlDriver) attempt(ctx context.Context, s *Store, c call) (attemptTx, func() *sql.Tx, func() bool, error) {
+	t, err := newSQLAttempt(ctx, s, c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return t, func() *sql.Tx { return t.tx }, func() bool { return false }, nil
+}
+
+func (sqlDriver) inTx(tx *sql.Tx) ledgerTx { return sqlInTx{sqlStmts{tx: tx}} }
+
+// sqlStmts is what the database/sql driver send statements on: the
 // attempt's *sql.Tx, or the caller's.
 type sqlStmts struct {
 	tx *sql.Tx

@@ -8,15 +8,34 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// One protocol, two transports.
+// One protocol, two drivers (driver.go).
 //
 // The ledger's statements and the decisions around them (claim, atomicRun,
-// atomicInTxRun) are written once. What differs between the pgx path and
-// the database/sql path is only how the statements travel: pgx pipelines
+// atomicInTxRun) are written once. What differs between the pgx driver and
+// the database/sql driver is only how the statements travel: pgx pipelines
 // them (BEGIN or SAVEPOINT with the claim, the response with COMMIT or
 // RELEASE, in one round trip each); database/sql sends one statement at a
 // time, since it has no way to queue a statement behind another
-// (sqltransport.go). A ledgerTx is that difference, and nothing else.
+// (sqldriver.go). A ledgerTx is that difference, and nothing else.
+
+// pgxDriver is the driver of pgx.Tx, on a store made by NewStore.
+type pgxDriver struct{}
+
+var _ driver[pgx.Tx] = pgxDriver{}
+
+// attempt acquires a connection from the store's pool. The body's pgx.Tx
+// is a pipelinedTx: its BEGIN goes out with the claim, its COMMIT with
+// the response, and it refuses Commit and Rollback.
+func (pgxDriver) attempt(ctx context.Context, s *Store, c call) (attemptTx, func() pgx.Tx, func() bool, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, nil, storeErr(c.method, "acquire connection", err)
+	}
+	tx := &pipelinedTx{conn: conn.Conn()}
+	return &pgxAttempt{conn: conn}, func() pgx.Tx { return tx }, tx.bodyEnded, nil
+}
+
+func (pgxDriver) inTx(tx pgx.Tx) ledgerTx { return &pgxInTx{tx: tx} }
 
 // ledgerTx carries the ledger statements of one atomic call on its
 // transaction: an attempt's own transaction (Atomic), or a savepoint in the
