@@ -58,7 +58,7 @@ func driverFor[TTx any](s *Store, fn string) (driver[TTx], error) {
 // statements ride along the body's own (pgx queues them behind the body's
 // first statement and watches its errors; database/sql sees only the error
 // the body returns), so each driver has its own attempt: inlinePgxAttempt
-// (inline.go) and inlineSQLAttempt (sqlinline.go). Both settle a refused
+// (inlinepgx.go) and inlineSQLAttempt (inlinesql.go). Both settle a refused
 // claim through inlineSettle.
 func inlineAttempt[R, TTx any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call,
 	lookup func(context.Context, TTx, InlineKey) (R, []byte, error), body func(context.Context, TTx) (R, error)) (R, error) {
@@ -75,7 +75,7 @@ func inlineAttempt[R, TTx any](ctx context.Context, s *Store, m *InlineMethod[R]
 }
 
 // inlineInTx is InlineInTx on the caller's transaction tx, per driver:
-// inlinePgxInTx (inline.go) and inlineSQLInTx (sqlinline.go).
+// inlinePgxInTx (inlinepgx.go) and inlineSQLInTx (inlinesql.go).
 func inlineInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *InlineMethod[R], fingerprint []byte, q *inlineQueries, c call,
 	lookup func(context.Context, TTx, InlineKey) (R, []byte, error), body func(context.Context, TTx) (R, error)) (R, error) {
 	switch b := any(body).(type) {
