@@ -356,7 +356,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "r_inline_expired_key_kept",
 			bug:   "an expired inline key is never taken off its old row, so a key reused after its retention replays the old row",
-			edits: []edit{{"inline.go", "WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint", "WHERE false AND %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint"}},
+			edits: []edit{{"inlinemethod.go", "WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint", "WHERE false AND %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/expired_key": inlineNotFreed,
 			},
@@ -364,7 +364,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "s_inline_sweep_clears_live_keys",
 			bug:   "the inline sweep takes every key off its row, whatever its age",
-			edits: []edit{{"inline.go", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '1 microsecond' <= %[6]s", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '0 microsecond' <= %[6]s"}},
+			edits: []edit{{"inlinemethod.go", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '1 microsecond' <= %[6]s", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '0 microsecond' <= %[6]s"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/sweep_keeps_live_keys": inlineSweptLive,
 			},
@@ -372,7 +372,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "t_inline_retention_ignored",
 			bug:   "an inline method's -retention is ignored in favour of the store's default (24h, shorter than the example's 48h)",
-			edits: []edit{{"inline.go", "func (m *InlineMethod[R]) retention(s *Store) time.Duration {\n\tif m.Retention > 0 {\n\t\treturn m.Retention\n\t}\n", "func (m *InlineMethod[R]) retention(s *Store) time.Duration {\n"}},
+			edits: []edit{{"inlinemethod.go", "func (m *InlineMethod[R]) retention(s *Store) time.Duration {\n\tif m.Retention > 0 {\n\t\treturn m.Retention\n\t}\n", "func (m *InlineMethod[R]) retention(s *Store) time.Duration {\n"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/expired_key":           inlineFreedEarly,
 				"TestIdempotentPaymentsDeposit/sweep_keeps_live_keys": inlineSweptLive,
@@ -381,7 +381,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "u_inline_key_not_checked",
 			bug:   "the check sent with COMMIT accepts a body that wrote no row under its key",
-			edits: []edit{{"inline.go", "SELECT 1 / (count(*) = 1)::int FROM", "SELECT 1 / (count(*) >= 0)::int FROM"}},
+			edits: []edit{{"inlinemethod.go", "SELECT 1 / (count(*) = 1)::int FROM", "SELECT 1 / (count(*) >= 0)::int FROM"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/body_that_forgets_the_key": inlineForgot,
 			},

@@ -19,10 +19,6 @@ import (
 // (external.go); for inline mode the body's own INSERT (inlinetx.go,
 // lostInlineClaim).
 
-// errRowVanished marks a claim that found the key held but no row to read
-// (the holder rolled back or the row was swept in between): try again.
-var errRowVanished = errors.New("idem: ledger row vanished between claim and read")
-
 // claim sends begin (BEGIN, or a SAVEPOINT in the caller's transaction) and
 // the claim, bounded by the store's claim wait, on t (in one round trip
 // where t pipelines); the claim statement also reads the row that holds the
@@ -132,7 +128,7 @@ func isLockTimeout(err error) bool {
 }
 
 // readRow runs the read statement. found is false when there is no row.
-func (s *Store) readRow(ctx context.Context, q querier, c call) (r ledgerRow, found bool, err error) {
+func (s *Store) readRow(ctx context.Context, q stmts, c call) (r ledgerRow, found bool, err error) {
 	return scanRow(q.QueryRow(ctx, s.q.read, s.now(), c.scope, c.method, c.key), c)
 }
 
@@ -152,9 +148,4 @@ func scanRow(row pgx.Row, c call) (r ledgerRow, found bool, err error) {
 		return r, false, storeErr(c.method, "read ledger row", err)
 	}
 	return r, true, nil
-}
-
-// querier is what readRow needs: a pool, a connection or a transaction.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }

@@ -13,11 +13,6 @@ import (
 // COMMIT (or RELEASE) with it, detached from the caller's context; or, when
 // the call does not commit, the rollback.
 
-// errCommitUnknown marks a COMMIT whose outcome is unknown (the connection
-// failed while it was in flight). The next attempt reads the ledger row and so
-// settles it: the row is there (replay) or it is not (run again).
-var errCommitUnknown = errors.New("idem: commit outcome unknown")
-
 // commit sends stmt and COMMIT on t, detached from ctx: a caller going
 // away must not cancel a COMMIT that waits for a synchronous standby (see
 // replication.go). They travel in one round trip where t pipelines. stmt

@@ -2,10 +2,9 @@ package idem
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A driver is how the protocol reaches PostgreSQL through one kind of
@@ -13,9 +12,10 @@ import (
 // (pgxDriver, pgxdriver.go: a store made by NewStore) or *sql.Tx
 // (sqlDriver, sqldriver.go: a store made by NewSQLStore). The entry points
 // (Atomic, AtomicInTx, Inline, InlineInTx) are written once over it: the
-// type of the body picks the driver, and the driver only says how the
-// ledger's statements travel (pipelined with BEGIN and COMMIT, or one at a
-// time) and what transaction the body gets.
+// type of the body picks the driver (driverFor, dispatch.go), and the
+// driver only says how the ledger's statements travel (pipelined with
+// BEGIN and COMMIT, or one at a time) and what transaction the body gets.
+// The interfaces below are all the protocol knows of a driver.
 type driver[TTx any] interface {
 	// attempt opens an attempt's own transaction on one of the store's
 	// connections: the protocol's statements travel on t; tx is the
@@ -28,66 +28,54 @@ type driver[TTx any] interface {
 	inTx(tx TTx) ledgerTx
 }
 
-// driverFor returns the driver of TTx for s, refusing a store made over
-// the other kind of handle. fn names the entry point in the error.
-func driverFor[TTx any](s *Store, fn string) (driver[TTx], error) {
-	var d any
-	switch any((*TTx)(nil)).(type) {
-	case *pgx.Tx:
-		if s.db != nil {
-			return nil, fmt.Errorf("idem: %s: the store was made by NewSQLStore over a *sql.DB, and the body takes a pgx.Tx: "+
-				"give the body a *sql.Tx, or make the store with NewStore over a *pgxpool.Pool", fn)
-		}
-		d = pgxDriver{}
-	case **sql.Tx:
-		if s.db == nil {
-			return nil, fmt.Errorf("idem: %s: the store was made by NewStore over a pgx pool, and the body takes a *sql.Tx: "+
-				"make the store with NewSQLStore over a *sql.DB (stdlib.OpenDBFromPool(pool) gives one over the same pool), "+
-				"or give the body a pgx.Tx", fn)
-		}
-		d = sqlDriver{}
-	}
-	drv, ok := d.(driver[TTx])
-	if !ok {
-		return nil, fmt.Errorf("idem: %s: the body takes a %s: a method's transaction is a pgx.Tx or a *sql.Tx", fn, fmt.Sprintf("%T", (*TTx)(nil))[1:])
-	}
-	return drv, nil
+// stmts is what the protocol sends one statement at a time on: a pool, a
+// connection, a transaction, or a ledgerTx.
+type stmts interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// inlineAttempt is one attempt of Inline on d's transaction. Inline mode's
-// statements ride along the body's own (pgx queues them behind the body's
-// first statement and watches its errors; database/sql sees only the error
-// the body returns), so each driver has its own attempt: inlinePgxAttempt
-// (inlinepgx.go) and inlineSQLAttempt (inlinesql.go). Both settle a refused
-// claim through inlineSettle.
-func inlineAttempt[R, TTx any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call,
-	lookup func(context.Context, TTx, InlineKey) (R, []byte, error), body func(context.Context, TTx) (R, error)) (R, error) {
-	switch b := any(body).(type) {
-	case func(context.Context, pgx.Tx) (R, error):
-		l := any(lookup).(func(context.Context, pgx.Tx, InlineKey) (R, []byte, error))
-		return inlinePgxAttempt(ctx, s, m, q, c, l, b)
-	case func(context.Context, *sql.Tx) (R, error):
-		l := any(lookup).(func(context.Context, *sql.Tx, InlineKey) (R, []byte, error))
-		return inlineSQLAttempt(ctx, s, m, q, c, l, b)
-	}
-	var zero R
-	return zero, fmt.Errorf("idem: %s: internal error: no inline driver for %T", c.method, body)
+// ledgerTx carries the ledger statements of one atomic call on its
+// transaction: an attempt's own transaction (Atomic), or a savepoint in the
+// caller's (AtomicInTx).
+type ledgerTx interface {
+	// QueryRow and Exec run one statement on the open transaction.
+	stmts
+
+	// claim sends begin (BEGIN or a SAVEPOINT) and the claim statement
+	// sql, and scans the claim's row into dest.
+	claim(ctx context.Context, begin, sql string, args []any, dest []any) error
+	// finish runs stmt, then end (COMMIT, or RELEASE SAVEPOINT), and
+	// returns end's command tag. stmt's failure is returned as is
+	// (isDivisionByZero tells the finish statement's refusal).
+	finish(ctx context.Context, stmt string, args []any, end string) (endTag string, err error)
 }
 
-// inlineInTx is InlineInTx on the caller's transaction tx, per driver:
-// inlinePgxInTx (inlinepgx.go) and inlineSQLInTx (inlinesql.go).
-func inlineInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *InlineMethod[R], fingerprint []byte, q *inlineQueries, c call,
-	lookup func(context.Context, TTx, InlineKey) (R, []byte, error), body func(context.Context, TTx) (R, error)) (R, error) {
-	switch b := any(body).(type) {
-	case func(context.Context, pgx.Tx) (R, error):
-		l := any(lookup).(func(context.Context, pgx.Tx, InlineKey) (R, []byte, error))
-		ptx, _ := any(tx).(pgx.Tx) // nil stays nil
-		return inlinePgxInTx(ctx, s, ptx, m, fingerprint, q, c, l, b)
-	case func(context.Context, *sql.Tx) (R, error):
-		l := any(lookup).(func(context.Context, *sql.Tx, InlineKey) (R, []byte, error))
-		stx, _ := any(tx).(*sql.Tx)
-		return inlineSQLInTx(ctx, s, stx, m, fingerprint, q, c, l, b)
-	}
-	var zero R
-	return zero, fmt.Errorf("idem: %s: internal error: no inline driver for %T", c.method, body)
+// attemptTx is a ledgerTx on a transaction the attempt owns: it also knows
+// the connection (for the server's notices), how the COMMIT is bounded, and
+// how the transaction ends when it does not commit.
+type attemptTx interface {
+	ledgerTx
+	// commitContext is the context the finish statement and COMMIT run
+	// under (see Store.commitContext).
+	commitContext(ctx context.Context, s *Store) (context.Context, context.CancelFunc)
+	// pgConn is the connection, whose notices say whether a COMMIT
+	// reached the synchronous standby (NoticeHandler).
+	pgConn() *pgconn.PgConn
+	// confirmReplay ends the transaction and confirms that every row
+	// committed before is on the synchronous standby (confirmReplication).
+	confirmReplay(ctx context.Context, s *Store, c call) error
+	// done ends the attempt: gives the connection back after a commit,
+	// rolls back in the background after a replay (the answer is the
+	// caller's already), and rolls back otherwise.
+	done(ctx context.Context, s *Store, how attemptEnd)
 }
+
+// attemptEnd is how an attempt's transaction ended.
+type attemptEnd int
+
+const (
+	endFailed    attemptEnd = iota // error, lost claim, or a panic on its way up
+	endCommitted                   // committed (or already ended)
+	endReplayed                    // read only: roll back without making the caller wait
+)

@@ -2,14 +2,11 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // Inline mode on the pgx driver: the body's pgx.Tx is an inlineTx
@@ -80,11 +77,6 @@ func inlinePgxAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 	return out, nil
 }
 
-func keyNotWritten(c call, q *inlineQueries) error {
-	return fmt.Errorf("idem: %s: %w: no row of %s holds key %q with the request's fingerprint; write idem.InlineKeyFrom(ctx) into its %s, %s and %s columns",
-		c.method, ErrKeyNotWritten, q.schema.Table, c.key, ledger.InlineScopeColumn, ledger.InlineKeyColumn, ledger.InlineFingerprintColumn)
-}
-
 // inlineAnswer answers a refused claim from the row that holds the key: it
 // sends prefix and the statement freeing an expired key ahead of the
 // lookup's first statement, then compares fingerprints.
@@ -112,8 +104,8 @@ func inlineAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *i
 }
 
 // inlinePgxInTx is InlineInTx on the pgx driver. A key freed on the way is
-// claimed once more through InlineInTx.
-func inlinePgxInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod[R], fingerprint []byte, q *inlineQueries, c call,
+// errKeyFreed: InlineInTx claims it once more.
+func inlinePgxInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMethod[R], q *inlineQueries, c call,
 	lookup func(context.Context, pgx.Tx, InlineKey) (R, []byte, error), body func(context.Context, pgx.Tx) (R, error)) (R, error) {
 	var zero R
 	const sp = "idem_inline"
@@ -158,12 +150,7 @@ func inlinePgxInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMet
 			}
 			return s.confirmInTx(ctx, tx, c)
 		}
-		out, err := inlineAnswer(ctx, s, m, q, c, itx, prefix, lookup, k, confirm)
-		if errors.Is(err, errKeyFreed) {
-			// Claim the freed key once more, still inside tx.
-			return InlineInTx(ctx, s, tx, m, fingerprint, lookup, body)
-		}
-		return out, err
+		return inlineAnswer(ctx, s, m, q, c, itx, prefix, lookup, k, confirm)
 	}
 	if berr != nil {
 		return zero, berr

@@ -87,9 +87,9 @@ func inlineSQLLookup[R any](ctx context.Context, s *Store, m *InlineMethod[R], q
 
 // inlineSQLInTx is InlineInTx on the database/sql driver: the body runs
 // under a savepoint in the caller's tx; a refused claim rolls back to it and
-// the lookup runs in tx. A key freed on the way is claimed once more
-// through InlineInTx.
-func inlineSQLInTx[R any](ctx context.Context, s *Store, tx *sql.Tx, m *InlineMethod[R], fingerprint []byte, q *inlineQueries, c call,
+// the lookup runs in tx. A key freed on the way is errKeyFreed: InlineInTx
+// claims it once more.
+func inlineSQLInTx[R any](ctx context.Context, s *Store, tx *sql.Tx, m *InlineMethod[R], q *inlineQueries, c call,
 	lookup func(context.Context, *sql.Tx, InlineKey) (R, []byte, error), body func(context.Context, *sql.Tx) (R, error)) (R, error) {
 	var zero R
 	const sp = "idem_inline"
@@ -125,12 +125,7 @@ func inlineSQLInTx[R any](ctx context.Context, s *Store, tx *sql.Tx, m *InlineMe
 			}
 			return s.confirmInTx(ctx, t, c)
 		}
-		out, err := inlineSettle(ctx, s, c, out, stored, lerr, freed, confirm)
-		if errors.Is(err, errKeyFreed) {
-			// Claim the freed key once more, still inside tx.
-			return InlineInTx(ctx, s, tx, m, fingerprint, lookup, body)
-		}
-		return out, err
+		return inlineSettle(ctx, s, c, out, stored, lerr, freed, confirm)
 	}
 	if berr != nil {
 		return zero, berr

@@ -320,3 +320,27 @@ type FinalError struct {
 	Name string // the Go identifier, stored in the ledger
 	Err  error
 }
+
+// maxBehind is how many replays' rollbacks a store runs at once after
+// their callers have the answer.
+const maxBehind = 4
+
+// afterAnswer ends a replay's read-only transaction (end), in the
+// background when fewer than maxBehind others are, so that the caller does
+// not wait for it; otherwise now. Each one in the background holds its
+// connection: unbounded, a burst of replays would make the pool open a
+// connection for nearly every call (63 of 80 for 16 goroutines replaying
+// for 4 s, where 16 serve them), each paying a backend's start and the
+// claim statement's first plans. Bounded, a caller waits for its own
+// ROLLBACK only when the store is that busy.
+func (s *Store) afterAnswer(end func()) {
+	select {
+	case s.behind <- struct{}{}:
+		go func() {
+			defer func() { <-s.behind }()
+			end()
+		}()
+	default:
+		end()
+	}
+}

@@ -107,3 +107,23 @@ func (s *Store) Janitor(ctx context.Context, interval time.Duration, batch int) 
 		}
 	}
 }
+
+// SweepInline takes expired keys off m's table in batches of batch rows
+// (DefaultSweepBatch if batch <= 0): their key, scope, fingerprint and
+// claimed-at columns become NULL, so the key is free again, and the rows
+// themselves stay. Each batch is one short statement that skips rows a
+// transaction holds, paced like Sweep (WithSweepShare). It stops when a
+// batch comes back short or ctx ends, and returns how many rows it cleared.
+func SweepInline[R any](ctx context.Context, s *Store, m *InlineMethod[R], batch int) (int64, error) {
+	q, err := m.queries()
+	if err != nil {
+		return 0, err
+	}
+	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
+		tag, err := s.pool.Exec(ctx, q.sweep, s.now(), micros(m.retention(s)), batch)
+		if err != nil {
+			return 0, storeErr(m.Name, "clear expired keys", err)
+		}
+		return tag.RowsAffected(), nil
+	}, Event{Method: m.Name})
+}
