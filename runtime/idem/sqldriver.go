@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // The database/sql driver: the same ledger statements as the pgx driver
@@ -72,27 +71,6 @@ func (t sqlStmts) syncRep(ctx context.Context) (bool, error) {
 // claimStmt runs the claim statement and scans its row.
 func (t sqlStmts) claimStmt(ctx context.Context, query string, args, dest []any) error {
 	return t.QueryRow(ctx, query, args...).Scan(dest...)
-}
-
-// sqlRow is a *sql.Row that reports no row as pgx.ErrNoRows, as the
-// protocol expects.
-type sqlRow struct{ row *sql.Row }
-
-// Scan reads the row into dest.
-func (r sqlRow) Scan(dest ...any) error { return sqlErr(r.row.Scan(dest...)) }
-
-// sqlErr maps database/sql's errors to those the protocol tests for:
-// sql.ErrNoRows is pgx.ErrNoRows, and a transaction that the body ended
-// (sql.ErrTxDone) is errBodyEndedTx. The driver's own errors
-// (*pgconn.PgError) pass through database/sql unchanged.
-func sqlErr(err error) error {
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return pgx.ErrNoRows
-	case errors.Is(err, sql.ErrTxDone):
-		return fmt.Errorf("%w (%w)", errBodyEndedTx, err)
-	}
-	return err
 }
 
 // sqlAttempt is the database/sql transport of an attempt's own transaction,
@@ -208,16 +186,4 @@ func (t sqlInTx) finish(ctx context.Context, stmt string, args []any, end string
 		return "", sqlErr(err)
 	}
 	return end, nil
-}
-
-// rawConn runs fn on the pgx connection under conn, which must come from
-// pgx's database/sql driver (NewSQLStore checks the driver).
-func rawConn(conn *sql.Conn, fn func(*pgx.Conn) error) error {
-	return conn.Raw(func(dc any) error {
-		c, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("idem: the *sql.DB's connection is a %T, not pgx's database/sql driver (github.com/jackc/pgx/v5/stdlib)", dc)
-		}
-		return fn(c.Conn())
-	})
 }

@@ -102,3 +102,36 @@ func affected(res sql.Result) (pgconn.CommandTag, error) {
 	}
 	return pgconn.NewCommandTag(fmt.Sprintf("UPDATE %d", n)), nil
 }
+
+// sqlRow is a *sql.Row that reports no row as pgx.ErrNoRows, as the
+// protocol expects.
+type sqlRow struct{ row *sql.Row }
+
+// Scan reads the row into dest.
+func (r sqlRow) Scan(dest ...any) error { return sqlErr(r.row.Scan(dest...)) }
+
+// sqlErr maps database/sql's errors to those the protocol tests for:
+// sql.ErrNoRows is pgx.ErrNoRows, and a transaction that the body ended
+// (sql.ErrTxDone) is errBodyEndedTx. The driver's own errors
+// (*pgconn.PgError) pass through database/sql unchanged.
+func sqlErr(err error) error {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return pgx.ErrNoRows
+	case errors.Is(err, sql.ErrTxDone):
+		return fmt.Errorf("%w (%w)", errBodyEndedTx, err)
+	}
+	return err
+}
+
+// rawConn runs fn on the pgx connection under conn, which must come from
+// pgx's database/sql driver (NewSQLStore checks the driver).
+func rawConn(conn *sql.Conn, fn func(*pgx.Conn) error) error {
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("idem: the *sql.DB's connection is a %T, not pgx's database/sql driver (github.com/jackc/pgx/v5/stdlib)", dc)
+		}
+		return fn(c.Conn())
+	})
+}

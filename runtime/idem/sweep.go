@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -63,49 +62,6 @@ func (s *Store) sweepBatches(ctx context.Context, batch int, one func(batch int)
 // is share of the sweep's time.
 func sweepPause(took time.Duration, share float64) time.Duration {
 	return time.Duration(float64(took) * (1 - share) / share)
-}
-
-// sleepCtx waits for d, or returns ctx's error when ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// Janitor runs SweepAll every interval until ctx ends (the ledger, then every
-// inline method registered with RegisterInline), logging failures, and
-// returns nil when ctx ends. Run one per deployment (several are harmless:
-// SKIP LOCKED keeps them out of each other's way).
-func (s *Store) Janitor(ctx context.Context, interval time.Duration, batch int) error {
-	if interval <= 0 {
-		return errors.New("idem: Janitor: interval must be positive")
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		n, err := s.SweepAll(ctx, batch)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			s.cfg.logger.ErrorContext(ctx, "idempotency ledger sweep failed", "err", err, "deleted", n)
-		case n > 0:
-			s.cfg.logger.InfoContext(ctx, "idempotency ledger swept", "deleted", n)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
 }
 
 // SweepInline takes expired keys off m's table in batches of batch rows
