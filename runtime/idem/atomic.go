@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Atomic runs body at most once per (scope, method, key) with the claim, the
@@ -108,28 +106,13 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 		}
 		return settle(ctx, s, m, c, r)
 	default:
-		// Expired: take it over in this transaction. No row back means
-		// another request took it over first.
-		err := t.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention()).Scan(&fence)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return zero, errRowVanished
-		}
-		if err != nil {
-			return zero, storeErr(c.method, "take over expired key", err)
+		// Expired: take it over in this transaction.
+		if fence, err = takeOver(ctx, s, t, c, m.retention(s)); err != nil {
+			return zero, err
 		}
 		takenOver = true
 	}
-	ev := c.event()
-	ev.Fence = fence
-	s.hook(ctx, s.cfg.hooks.Claimed, ev)
-	if takenOver {
-		s.hook(ctx, s.cfg.hooks.TakenOver, ev)
-	}
-
-	start := time.Now()
-	out, berr := body(ctx)
-	ev.Duration, ev.Err = time.Since(start), berr
-	s.hook(ctx, s.cfg.hooks.Executed, ev)
+	out, berr := runBody(ctx, s, c, fence, takenOver, body)
 	if bodyEnded() {
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errBodyEndedTx)
 	}
@@ -215,26 +198,16 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 		}
 		return settle(ctx, s, m, c, r)
 	default:
-		err := t.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(m.retention(s)), newIntention()).Scan(&fence)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
+		fence, err = takeOver(ctx, s, t, c, m.retention(s))
+		if errors.Is(err, errRowVanished) {
+			return zero, fmt.Errorf("idem: %s: %w", c.method, err)
 		}
 		if err != nil {
-			return zero, storeErr(c.method, "take over expired key", err)
+			return zero, err
 		}
 		takenOver = true
 	}
-	ev := c.event()
-	ev.Fence = fence
-	s.hook(ctx, s.cfg.hooks.Claimed, ev)
-	if takenOver {
-		s.hook(ctx, s.cfg.hooks.TakenOver, ev)
-	}
-
-	start := time.Now()
-	out, berr := body(ctx)
-	ev.Duration, ev.Err = time.Since(start), berr
-	s.hook(ctx, s.cfg.hooks.Executed, ev)
+	out, berr := runBody(ctx, s, c, fence, takenOver, body)
 
 	resp, errName, errMsg, out, err := outcome(m, c, out, berr)
 	if err != nil {
@@ -248,5 +221,22 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 		return zero, storeErr(c.method, "store response", err)
 	}
 	released = true
+	return out, berr
+}
+
+// runBody runs a claimed call's body between its hooks: Claimed (and
+// TakenOver when the claim took an expired key over), then Executed with
+// the body's duration and error.
+func runBody[R any](ctx context.Context, s *Store, c call, fence int64, takenOver bool, body func(context.Context) (R, error)) (R, error) {
+	ev := c.event()
+	ev.Fence = fence
+	s.hook(ctx, s.cfg.hooks.Claimed, ev)
+	if takenOver {
+		s.hook(ctx, s.cfg.hooks.TakenOver, ev)
+	}
+	start := time.Now()
+	out, berr := body(ctx)
+	ev.Duration, ev.Err = time.Since(start), berr
+	s.hook(ctx, s.cfg.hooks.Executed, ev)
 	return out, berr
 }

@@ -149,3 +149,18 @@ func scanRow(row pgx.Row, c call) (r ledgerRow, found bool, err error) {
 	}
 	return r, true, nil
 }
+
+// takeOver claims an expired key in t's transaction and returns the new
+// fence. No row back means another request took it over first
+// (errRowVanished).
+func takeOver(ctx context.Context, s *Store, t ledgerTx, c call, retention time.Duration) (int64, error) {
+	var fence int64
+	err := t.QueryRow(ctx, s.q.takeover, s.now(), c.scope, c.method, c.key, c.fp, micros(retention), newIntention()).Scan(&fence)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, errRowVanished
+	}
+	if err != nil {
+		return 0, storeErr(c.method, "take over expired key", err)
+	}
+	return fence, nil
+}

@@ -127,3 +127,16 @@ func keyNotWritten(c call, q *inlineQueries) error {
 	return fmt.Errorf("idem: %s: %w: no row of %s holds key %q with the request's fingerprint; write idem.InlineKeyFrom(ctx) into its %s, %s and %s columns",
 		c.method, ErrKeyNotWritten, q.schema.Table, c.key, ledger.InlineScopeColumn, ledger.InlineKeyColumn, ledger.InlineFingerprintColumn)
 }
+
+// runInlineBody runs an inline-mode body on tx with the call's key in its
+// context (InlineKeyFrom), then the Executed hook. It returns that key and
+// the event the Claimed hook reports once the claim is known to hold.
+func runInlineBody[R, TTx any](ctx context.Context, s *Store, c call, tx TTx, body func(context.Context, TTx) (R, error)) (InlineKey, Event, R, error) {
+	k := InlineKey{Scope: c.scope, Key: c.key, Fingerprint: c.fp}
+	ev := c.event()
+	start := time.Now()
+	out, berr := body(context.WithValue(ctx, inlineKeyCtx, k), tx)
+	ev.Duration, ev.Err = time.Since(start), berr
+	s.hook(ctx, s.cfg.hooks.Executed, ev)
+	return k, ev, out, berr
+}

@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,13 +32,7 @@ func inlinePgxAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 	tx := newInlineTx(pc, pc, q.schema, func(ctx context.Context) (pgx.Tx, error) {
 		return pc.BeginTx(ctx, pgx.TxOptions{BeginQuery: "SELECT 1"})
 	}, "BEGIN")
-	k := InlineKey{Scope: c.scope, Key: c.key, Fingerprint: c.fp}
-	bctx := context.WithValue(ctx, inlineKeyCtx, k)
-	ev := c.event()
-	start := time.Now()
-	out, berr := body(bctx, tx)
-	ev.Duration, ev.Err = time.Since(start), berr
-	s.hook(ctx, s.cfg.hooks.Executed, ev)
+	k, ev, out, berr := runInlineBody(ctx, s, c, pgx.Tx(tx), body)
 	if tx.bodyEnded() {
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errBodyEndedTx)
 	}
@@ -129,13 +122,7 @@ func inlinePgxInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMet
 		}
 	}()
 
-	k := InlineKey{Scope: c.scope, Key: c.key, Fingerprint: c.fp}
-	bctx := context.WithValue(ctx, inlineKeyCtx, k)
-	ev := c.event()
-	start := time.Now()
-	out, berr := body(bctx, itx)
-	ev.Duration, ev.Err = time.Since(start), berr
-	s.hook(ctx, s.cfg.hooks.Executed, ev)
+	k, ev, out, berr := runInlineBody(ctx, s, c, pgx.Tx(itx), body)
 	if itx.bodyEnded() {
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errBodyEndedTx)
 	}

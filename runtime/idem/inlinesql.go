@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -23,12 +22,7 @@ func inlineSQLAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 		return zero, storeErr(c.method, "begin", err)
 	}
 
-	k := InlineKey{Scope: c.scope, Key: c.key, Fingerprint: c.fp}
-	ev := c.event()
-	start := time.Now()
-	out, berr := body(context.WithValue(ctx, inlineKeyCtx, k), t.tx)
-	ev.Duration, ev.Err = time.Since(start), berr
-	s.hook(ctx, s.cfg.hooks.Executed, ev)
+	k, ev, out, berr := runInlineBody(ctx, s, c, t.tx, body)
 	if lostInlineClaim(q.schema, berr) {
 		// Another row holds the key: end the aborted transaction and
 		// answer from that row.
@@ -106,12 +100,7 @@ func inlineSQLInTx[R any](ctx context.Context, s *Store, tx *sql.Tx, m *InlineMe
 		}
 	}()
 
-	k := InlineKey{Scope: c.scope, Key: c.key, Fingerprint: c.fp}
-	ev := c.event()
-	start := time.Now()
-	out, berr := body(context.WithValue(ctx, inlineKeyCtx, k), tx)
-	ev.Duration, ev.Err = time.Since(start), berr
-	s.hook(ctx, s.cfg.hooks.Executed, ev)
+	k, ev, out, berr := runInlineBody(ctx, s, c, tx, body)
 	if lostInlineClaim(q.schema, berr) {
 		released = true
 		if _, err := t.Exec(ctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp); err != nil {
