@@ -40,18 +40,10 @@ import (
 // committed stays committed.
 func Atomic[R, TTx any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx TTx) (R, error)) (R, error) {
 	var zero R
-	d, err := driverFor[TTx](s, "Atomic")
+	d, c, err := openAtomic[R, TTx](ctx, s, m, fingerprint, "Atomic")
 	if err != nil {
 		return zero, err
 	}
-	if err := m.check(s, false); err != nil {
-		return zero, err
-	}
-	c, err := s.newCall(ctx, m.Name, fingerprint)
-	if err != nil {
-		return zero, err
-	}
-	startOutcome(ctx, m.retention(s))
 	return retryAttempts(ctx, s, c, func() (R, error) {
 		t, tx, bodyEnded, err := d.attempt(ctx, s, c)
 		if err != nil {
@@ -59,6 +51,25 @@ func Atomic[R, TTx any](ctx context.Context, s *Store, m *Method[R], fingerprint
 		}
 		return atomicRun(ctx, s, m, c, t, func(ctx context.Context) (R, error) { return body(ctx, tx()) }, bodyEnded)
 	})
+}
+
+// openAtomic is what Atomic and AtomicInTx (fn) do before the claim: the
+// driver of TTx for s, m's settings checked, the call's key and scope read
+// from ctx, and the caller's Outcome started.
+func openAtomic[R, TTx any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, fn string) (driver[TTx], call, error) {
+	d, err := driverFor[TTx](s, fn)
+	if err != nil {
+		return nil, call{}, err
+	}
+	if err := m.check(s, false); err != nil {
+		return nil, call{}, err
+	}
+	c, err := s.newCall(ctx, m.Name, fingerprint)
+	if err != nil {
+		return nil, call{}, err
+	}
+	startOutcome(ctx, m.retention(s))
+	return d, c, nil
 }
 
 // atomicRun is one attempt of Atomic on the transaction t
@@ -141,19 +152,10 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 // NewSQLStore, as in Atomic.
 func AtomicInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx TTx) (R, error)) (R, error) {
 	var zero R
-	d, err := driverFor[TTx](s, "AtomicInTx")
+	d, c, err := openAtomic[R, TTx](ctx, s, m, fingerprint, "AtomicInTx")
 	if err != nil {
 		return zero, err
 	}
-	if err := m.check(s, false); err != nil {
-		return zero, err
-	}
-	c, err := s.newCall(ctx, m.Name, fingerprint)
-	if err != nil {
-		return zero, err
-	}
-	startOutcome(ctx, m.retention(s))
-
 	return atomicInTxRun(ctx, s, m, c, d.inTx(tx), func(ctx context.Context) (R, error) { return body(ctx, tx) })
 }
 

@@ -44,18 +44,10 @@ import (
 func Inline[R, TTx any](ctx context.Context, s *Store, m *InlineMethod[R], fingerprint []byte,
 	lookup func(ctx context.Context, tx TTx, k InlineKey) (R, []byte, error), body func(ctx context.Context, tx TTx) (R, error)) (R, error) {
 	var zero R
-	if _, err := driverFor[TTx](s, "Inline"); err != nil {
-		return zero, err
-	}
-	q, err := m.queries()
+	q, c, err := openInline[R, TTx](ctx, s, m, fingerprint, "Inline")
 	if err != nil {
 		return zero, err
 	}
-	c, err := s.newCall(ctx, m.Name, fingerprint)
-	if err != nil {
-		return zero, err
-	}
-	startOutcome(ctx, m.retention(s))
 	return retryAttempts(ctx, s, c, func() (R, error) { return inlineAttempt(ctx, s, m, q, c, lookup, body) })
 }
 
@@ -72,19 +64,11 @@ func Inline[R, TTx any](ctx context.Context, s *Store, m *InlineMethod[R], finge
 func InlineInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *InlineMethod[R], fingerprint []byte,
 	lookup func(ctx context.Context, tx TTx, k InlineKey) (R, []byte, error), body func(ctx context.Context, tx TTx) (R, error)) (R, error) {
 	var zero R
-	if _, err := driverFor[TTx](s, "InlineInTx"); err != nil {
-		return zero, err
-	}
-	q, err := m.queries()
-	if err != nil {
-		return zero, err
-	}
 	for {
-		c, err := s.newCall(ctx, m.Name, fingerprint)
+		q, c, err := openInline[R, TTx](ctx, s, m, fingerprint, "InlineInTx")
 		if err != nil {
 			return zero, err
 		}
-		startOutcome(ctx, m.retention(s))
 		out, err := inlineInTx(ctx, s, tx, m, q, c, lookup, body)
 		if !errors.Is(err, errKeyFreed) {
 			return out, err
@@ -92,4 +76,23 @@ func InlineInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *InlineMeth
 		// The key had expired and was taken off its old row: claim it
 		// once more, still inside tx.
 	}
+}
+
+// openInline is what Inline and InlineInTx (fn) do before the body runs:
+// the driver of TTx checked against s, m's statements, the call's key and
+// scope read from ctx, and the caller's Outcome started.
+func openInline[R, TTx any](ctx context.Context, s *Store, m *InlineMethod[R], fingerprint []byte, fn string) (*inlineQueries, call, error) {
+	if _, err := driverFor[TTx](s, fn); err != nil {
+		return nil, call{}, err
+	}
+	q, err := m.queries()
+	if err != nil {
+		return nil, call{}, err
+	}
+	c, err := s.newCall(ctx, m.Name, fingerprint)
+	if err != nil {
+		return nil, call{}, err
+	}
+	startOutcome(ctx, m.retention(s))
+	return q, c, nil
 }
