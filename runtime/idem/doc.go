@@ -68,9 +68,10 @@
 // one at a time on database/sql (sqldriver.go). A claim is made in
 // claim.go (the claimNew statement inserts the row and reads the holder in
 // one go; external mode's claim is claimExternal, inline mode's the body's
-// own INSERT, seen by inlinetx.go on pgx); the body runs in atomicRun and
-// atomicInTxRun (atomic.go), which differ only in a transaction of their
-// own or a savepoint; a claim that lost is answered in settle.go (settle
+// own INSERT, seen by inlinetx.go on pgx); the body runs between its hooks
+// in runBody, called by atomicRun and atomicInTxRun (atomic.go), which
+// differ only in a transaction of their own or a savepoint (inline mode's
+// runInlineBody is in inlinemethod.go); a claim that lost is answered in settle.go (settle
 // from the ledger's row, inlineSettle from the business row: the replay, a
 // mismatch, or in progress); the outcome is stored and committed in
 // commit.go; an attempt that another can settle is retried in retry.go;
