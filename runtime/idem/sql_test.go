@@ -381,6 +381,21 @@ func TestWrongStoreKindFailsClosed(t *testing.T) {
 	require.ErrorContains(t, err, "idem: InlineInTx: the store was made by NewSQLStore")
 	_, err = sqlPath.inlineInTx(keyed("a"), e.store, stx, om, fp("1"), createOrderOn("x", 1))
 	require.ErrorContains(t, err, "idem: InlineInTx: the store was made by NewStore")
+
+	// A body on any other transaction type has no driver, on either store.
+	other := func(context.Context, *pgconn.PgConn) (Receipt, error) { return Receipt{}, nil }
+	for _, st := range []*idem.Store{e.store, sqlStore} {
+		_, err = idem.Atomic(keyed("a"), st, e.m, fp("1"), other)
+		require.ErrorContains(t, err, "idem: Atomic: the body takes a *pgconn.PgConn: a method's transaction is a pgx.Tx or a *sql.Tx")
+		_, err = idem.AtomicInTx(keyed("a"), st, &pgconn.PgConn{}, e.m, fp("1"), other)
+		require.ErrorContains(t, err, "idem: AtomicInTx: the body takes a *pgconn.PgConn")
+		lookup := func(context.Context, *pgconn.PgConn, idem.InlineKey) (Order, []byte, error) { return Order{}, nil, nil }
+		otherOrder := func(context.Context, *pgconn.PgConn) (Order, error) { return Order{}, nil }
+		_, err = idem.Inline(keyed("a"), st, om, fp("1"), lookup, otherOrder)
+		require.ErrorContains(t, err, "idem: Inline: the body takes a *pgconn.PgConn")
+		_, err = idem.InlineInTx(keyed("a"), st, &pgconn.PgConn{}, om, fp("1"), lookup, otherOrder)
+		require.ErrorContains(t, err, "idem: InlineInTx: the body takes a *pgconn.PgConn")
+	}
 	assert.Equal(t, int64(0), e.executed.Load(), "no body ran")
 	assert.Equal(t, 0, e.count(t, "idempotency_keys"))
 }
