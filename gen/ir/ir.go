@@ -49,11 +49,12 @@ const (
 	// TxNone: external mode, no transaction.
 	TxNone Tx = ""
 	// TxPgx: a pgx.Tx; the store is built from a *pgxpool.Pool
-	// (idem.NewStore) and the wrappers call idem.Atomic and idem.Inline.
+	// (idem.NewStore).
 	TxPgx Tx = "pgx"
 	// TxSQL: a *sql.Tx (database/sql); the store is built from a *sql.DB
-	// (idem.NewSQLStore) and the wrappers call idem.AtomicSQL and
-	// idem.InlineSQL.
+	// (idem.NewSQLStore). The wrappers call the same runtime functions
+	// (idem.Atomic, idem.Inline, ...) for both kinds: the body's type picks
+	// the runtime's driver.
 	TxSQL Tx = "database/sql"
 )
 

@@ -116,7 +116,7 @@ func (b *bank) snapshot() ([]transfer, int) {
 // service is the system under test: an atomic, an external and an inline
 // method, written the way generated wrappers call the runtime: for methods
 // taking a pgx.Tx (idem.Atomic, idem.Inline), or with sql set, for methods
-// taking a *sql.Tx (idem.AtomicSQL, idem.InlineSQL) on a store made by
+// taking a *sql.Tx (idem.Atomic, idem.Inline) on a store made by
 // idem.NewSQLStore. The external method needs no transaction: it is the
 // same on both.
 type service struct {
@@ -190,7 +190,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`
 // Charge writes one payments row, atomically with the key's ledger row.
 func (s *service) Charge(ctx context.Context, req request) (receipt, error) {
 	if s.sql {
-		return idem.AtomicSQL(ctx, s.store, s.charge, fingerprint(s.charge.Name, req), func(ctx context.Context, tx *sql.Tx) (receipt, error) {
+		return idem.Atomic(ctx, s.store, s.charge, fingerprint(s.charge.Name, req), func(ctx context.Context, tx *sql.Tx) (receipt, error) {
 			key, _ := idem.KeyFrom(ctx)
 			r := receipt{Key: key, Memo: req.Memo, Amount: req.Amount}
 			if err := tx.QueryRowContext(ctx, insertPayment, idem.ScopeFrom(ctx), key, req.Memo, req.Amount).Scan(&r.ID); err != nil {
@@ -214,7 +214,7 @@ func (s *service) Charge(ctx context.Context, req request) (receipt, error) {
 // INSERT is the claim.
 func (s *service) Order(ctx context.Context, req request) (receipt, error) {
 	if s.sql {
-		return idem.InlineSQL(ctx, s.store, s.order, fingerprint(s.order.Name, req), paymentByKeySQL, func(ctx context.Context, tx *sql.Tx) (receipt, error) {
+		return idem.Inline(ctx, s.store, s.order, fingerprint(s.order.Name, req), paymentByKeySQL, func(ctx context.Context, tx *sql.Tx) (receipt, error) {
 			k, _ := idem.InlineKeyFrom(ctx)
 			r := receipt{Key: k.Key, Memo: req.Memo, Amount: req.Amount}
 			err := tx.QueryRowContext(ctx, insertOrder, k.Scope, k.Key, req.Memo, req.Amount, k.Scope, k.Key, k.Fingerprint).Scan(&r.ID)

@@ -165,7 +165,7 @@ const externalConflict = "ON CONFLICT (scope, method, key) DO UPDATE\n" +
 	"   OR (t.status = 'in_progress' AND t.fingerprint = excluded.fingerprint AND t.locked_until <= %[2]s)\n" +
 	"RETURNING fence, steps, intention, t.fence > 1 AS taken_over`"
 
-// The fingerprint comparison in settle (call.go).
+// The fingerprint comparison in settle (settle.go).
 const fingerprintCheck = "\tif string(r.fingerprint) != string(c.fp) {\n" +
 	"\t\ts.hook(ctx, s.cfg.hooks.Mismatch, c.event())\n" +
 	"\t\ts.cfg.logger.WarnContext(ctx, \"idempotency key reused with a different request\",\n" +
@@ -219,7 +219,7 @@ func promiseMutations() []mutation {
 			name: "g_replay_decoded_to_zero",
 			bug:  "a replay decodes the stored response into a fresh value but returns the zero value",
 			edits: []edit{
-				{"call.go", "\tout, err := decode(m, r.response)\n", "\t_, err := decode(m, r.response)\n\tvar out R\n"},
+				{"settle.go", "\tout, err := decode(m, r.response)\n", "\t_, err := decode(m, r.response)\n\tvar out R\n"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twins": replayDiffers,
@@ -347,7 +347,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "q_inline_fingerprint_not_compared",
 			bug:   "a refused inline claim replays the row without comparing its fingerprint with the request's",
-			edits: []edit{{"inline.go", "\tif string(stored) != string(c.fp) {", "\tif false && string(stored) != string(c.fp) {"}},
+			edits: []edit{{"settle.go", "\tif string(stored) != string(c.fp) {", "\tif false && string(stored) != string(c.fp) {"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/same_key,_different_request": replayedOther,
 				"TestIdempotentPaymentsDeposit/in_the_caller's_transaction": replayedOther,
@@ -356,7 +356,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "r_inline_expired_key_kept",
 			bug:   "an expired inline key is never taken off its old row, so a key reused after its retention replays the old row",
-			edits: []edit{{"inline.go", "WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint", "WHERE false AND %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint"}},
+			edits: []edit{{"inlinemethod.go", "WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint", "WHERE false AND %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/expired_key": inlineNotFreed,
 			},
@@ -364,7 +364,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "s_inline_sweep_clears_live_keys",
 			bug:   "the inline sweep takes every key off its row, whatever its age",
-			edits: []edit{{"inline.go", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '1 microsecond' <= %[6]s", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '0 microsecond' <= %[6]s"}},
+			edits: []edit{{"inlinemethod.go", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '1 microsecond' <= %[6]s", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '0 microsecond' <= %[6]s"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/sweep_keeps_live_keys": inlineSweptLive,
 			},
@@ -372,7 +372,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "t_inline_retention_ignored",
 			bug:   "an inline method's -retention is ignored in favour of the store's default (24h, shorter than the example's 48h)",
-			edits: []edit{{"inline.go", "func (m *InlineMethod[R]) retention(s *Store) time.Duration {\n\tif m.Retention > 0 {\n\t\treturn m.Retention\n\t}\n", "func (m *InlineMethod[R]) retention(s *Store) time.Duration {\n"}},
+			edits: []edit{{"inlinemethod.go", "func (m *InlineMethod[R]) retention(s *Store) time.Duration {\n\tif m.Retention > 0 {\n\t\treturn m.Retention\n\t}\n", "func (m *InlineMethod[R]) retention(s *Store) time.Duration {\n"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/expired_key":           inlineFreedEarly,
 				"TestIdempotentPaymentsDeposit/sweep_keeps_live_keys": inlineSweptLive,
@@ -381,7 +381,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "u_inline_key_not_checked",
 			bug:   "the check sent with COMMIT accepts a body that wrote no row under its key",
-			edits: []edit{{"inline.go", "SELECT 1 / (count(*) = 1)::int FROM", "SELECT 1 / (count(*) >= 0)::int FROM"}},
+			edits: []edit{{"inlinemethod.go", "SELECT 1 / (count(*) = 1)::int FROM", "SELECT 1 / (count(*) >= 0)::int FROM"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/body_that_forgets_the_key": inlineForgot,
 			},
@@ -390,10 +390,10 @@ func inlineMutations() []mutation {
 			name: "v_inline_savepoint_missing",
 			bug:  "MInTx runs an inline body without a savepoint: a failed body or a refused claim cannot be undone on its own",
 			edits: []edit{
-				{"inline.go", `func(context.Context) (pgx.Tx, error) { return tx, nil }, "SAVEPOINT "+sp)`, `func(context.Context) (pgx.Tx, error) { return tx, nil }, "SELECT 1")`},
-				{"inline.go", `tx.Exec(uctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)`, `tx.Exec(uctx, "SELECT 1")`},
-				{"inline.go", `prefix := []pendingStmt{{sql: "ROLLBACK TO SAVEPOINT " + sp}, {sql: "RELEASE SAVEPOINT " + sp},`, `prefix := []pendingStmt{{sql: "SELECT 1"}, {sql: "SELECT 1"},`},
-				{"inline.go", "\tb.Queue(\"RELEASE SAVEPOINT \" + sp)\n", "\tb.Queue(\"SELECT 1\")\n"},
+				{"inlinepgx.go", `func(context.Context) (pgx.Tx, error) { return tx, nil }, "SAVEPOINT "+sp)`, `func(context.Context) (pgx.Tx, error) { return tx, nil }, "SELECT 1")`},
+				{"inlinepgx.go", `tx.Exec(uctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)`, `tx.Exec(uctx, "SELECT 1")`},
+				{"inlinepgx.go", `prefix := []pendingStmt{{sql: "ROLLBACK TO SAVEPOINT " + sp}, {sql: "RELEASE SAVEPOINT " + sp},`, `prefix := []pendingStmt{{sql: "SELECT 1"}, {sql: "SELECT 1"},`},
+				{"inlinepgx.go", "\tb.Queue(\"RELEASE SAVEPOINT \" + sp)\n", "\tb.Queue(\"SELECT 1\")\n"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/in_the_caller's_transaction":              inlineTxAborted,
@@ -412,7 +412,7 @@ func inlineMutations() []mutation {
 		{
 			name: "w_inline_replay_zero",
 			bug:  "a refused inline claim looks up the row but returns the zero value",
-			edits: []edit{{"inline.go", "\tsetReplayed(ctx, true)\n\ts.hook(ctx, s.cfg.hooks.Replayed, c.event())\n\treturn out, nil\n",
+			edits: []edit{{"settle.go", "\tsetReplayed(ctx, true)\n\ts.hook(ctx, s.cfg.hooks.Replayed, c.event())\n\treturn out, nil\n",
 				"\tsetReplayed(ctx, true)\n\ts.hook(ctx, s.cfg.hooks.Replayed, c.event())\n\t_ = out\n\treturn zero, nil\n"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/twins": replayDiffers,
@@ -451,7 +451,7 @@ func coreMutations() []mutation {
 			name: "b_fingerprint_not_compared",
 			bug:  "settle replays the stored response without comparing the stored fingerprint with the request's",
 			edits: []edit{
-				{"call.go", fingerprintCheck, ""},
+				{"settle.go", fingerprintCheck, ""},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/same_key,_different_request": replayedOther,

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -59,85 +58,6 @@ type ledgerRow struct {
 	lockedUntil *time.Time
 	now         time.Time
 	syncRep     bool // the session's commits wait for a synchronous standby
-}
-
-// readRow runs the read statement. found is false when there is no row.
-func (s *Store) readRow(ctx context.Context, q querier, c call) (r ledgerRow, found bool, err error) {
-	return scanRow(q.QueryRow(ctx, s.q.read, s.now(), c.scope, c.method, c.key), c)
-}
-
-// scanRow scans the answer to the read statement.
-func scanRow(row pgx.Row, c call) (r ledgerRow, found bool, err error) {
-	var steps []byte // jsonb, as text: database/sql cannot scan into a map
-	err = row.Scan(
-		&r.fingerprint, &r.status, &r.response, &r.errName, &r.errMsg, &steps, &r.fence, &r.intention,
-		&r.expired, &r.lockedUntil, &r.now, &r.syncRep)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, false, nil
-	}
-	if err == nil {
-		r.steps, err = stepsMap(steps)
-	}
-	if err != nil {
-		return r, false, storeErr(c.method, "read ledger row", err)
-	}
-	return r, true, nil
-}
-
-// querier is what readRow needs: a pool, a connection or a transaction.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// settle turns a row held by another request into the caller's answer: the
-// stored response, a mismatch, or in progress. replayed reports a replay.
-func settle[R any](ctx context.Context, s *Store, m *Method[R], c call, r ledgerRow) (R, error) {
-	var zero R
-	if string(r.fingerprint) != string(c.fp) {
-		s.hook(ctx, s.cfg.hooks.Mismatch, c.event())
-		s.cfg.logger.WarnContext(ctx, "idempotency key reused with a different request",
-			"method", c.method, "scope", c.scope, "key", c.key,
-			"stored", shortHex(r.fingerprint), "got", shortHex(c.fp))
-		return zero, &MismatchError{Method: c.method, Key: c.key, Stored: r.fingerprint, Got: c.fp}
-	}
-	if r.status != StatusDone {
-		lockLeft := time.Second
-		if r.lockedUntil != nil {
-			lockLeft = r.lockedUntil.Sub(r.now)
-		}
-		retry := s.recent.retryAfter(c.method, lockLeft)
-		s.hook(ctx, s.cfg.hooks.InProgress, c.event())
-		return zero, &InProgressError{Method: c.method, Key: c.key, RetryAfter: retry}
-	}
-	setReplayed(ctx, true)
-	s.hook(ctx, s.cfg.hooks.Replayed, c.event())
-	if r.errName != nil {
-		return zero, replayError(m, *r.errName, deref(r.errMsg))
-	}
-	out, err := decode(m, r.response)
-	if err != nil {
-		return zero, fmt.Errorf("idem: %s: decode stored response for key %q: %w", c.method, c.key, err)
-	}
-	return out, nil
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
-func replayError[R any](m *Method[R], name, msg string) error {
-	if name == unrecordedName {
-		return &ReplayedError{Name: name, Msg: msg, Sentinel: ErrOutcomeNotRecorded}
-	}
-	for _, f := range m.FinalErrors {
-		if f.Name == name {
-			return &ReplayedError{Name: name, Msg: msg, Sentinel: f.Err}
-		}
-	}
-	return &ReplayedError{Name: name, Msg: msg}
 }
 
 // finalError reports whether err is one of the method's final errors and

@@ -58,6 +58,30 @@
 // sends one more statement), and one synchronous commit where one is. See
 // docs/ha.md.
 //
+// The shape of the code. One entry point per mode, each with its form in
+// the caller's transaction: [Atomic] and [AtomicInTx] (atomic.go), [Inline]
+// and [InlineInTx] (inline.go), [External] (external.go). The transaction
+// the body takes, a pgx.Tx or a *sql.Tx, picks the driver (dispatch.go);
+// the protocol knows a driver only through the interfaces of driver.go,
+// which say how the ledger's statements travel: pipelined with BEGIN and
+// COMMIT on pgx (pgxdriver.go, whose body gets the pipelinedTx of tx.go),
+// one at a time on database/sql (sqldriver.go). A claim is made in
+// claim.go (the claimNew statement inserts the row and reads the holder in
+// one go; external mode's claim is claimExternal, inline mode's the body's
+// own INSERT, seen by inlinetx.go on pgx); the body runs between its hooks
+// in runBody, called by atomicRun and atomicInTxRun (atomic.go), which
+// differ only in a transaction of their own or a savepoint (inline mode's
+// runInlineBody is in inlinemethod.go); a claim that lost is answered in settle.go (settle
+// from the ledger's row, inlineSettle from the business row: the replay, a
+// mismatch, or in progress); the outcome is stored and committed in
+// commit.go; an attempt that another can settle is retried in retry.go;
+// expired keys go in sweep.go, on a schedule in janitor.go. Inline mode's
+// statements ride along the body's own, so its attempt is per driver
+// (inlinepgx.go, inlinesql.go). The SQL text is in queries.go (the
+// ledger's and the standby's) and inlinemethod.go (inline mode's); the
+// names this package had before the entry points took either transaction
+// (AtomicSQL, ...) forward from deprecated.go.
+//
 // How to size the pool, what to set so that dead peers are noticed, and what
 // the runtime guarantees under faults (with the fault suite's figures) are in
 // docs/guarantees.md, "Guarantees and limits".

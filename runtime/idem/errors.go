@@ -142,3 +142,24 @@ func shortHex(b []byte) string {
 	}
 	return fmt.Sprintf("%x", b)
 }
+
+// The protocol's own sentinels, which tell retryAttempts (retry.go) that
+// another attempt can settle a call.
+
+// errRowVanished marks a claim that found the key held but no row to read
+// (the holder rolled back or the row was swept in between): try again.
+var errRowVanished = errors.New("idem: ledger row vanished between claim and read")
+
+// errCommitUnknown marks a COMMIT whose outcome is unknown (the connection
+// failed while it was in flight). The next attempt reads the ledger row and so
+// settles it: the row is there (replay) or it is not (run again).
+var errCommitUnknown = errors.New("idem: commit outcome unknown")
+
+// errKeyFreed marks a refused claim whose key had expired and was taken off
+// its old row: the next attempt claims it anew.
+var errKeyFreed = errors.New("idem: expired key freed")
+
+// errBodyEndedTx is returned by Commit and Rollback on the transaction handed
+// to an atomic method body: idem ends that transaction itself, together with
+// the stored response.
+var errBodyEndedTx = errors.New("idem: the method body must not commit or roll back the transaction it is given; return an error to roll back")

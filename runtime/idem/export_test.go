@@ -7,5 +7,5 @@ package idem
 func UseClaimStatement(s *Store, sql string) { s.q.claimNew = sql }
 
 // WaitMismatchRecords waits for the mismatches s records after the answer
-// (AtomicInTx, AtomicSQLInTx) to be written.
+// (AtomicInTx) to be written.
 func WaitMismatchRecords(s *Store) { s.records.Wait() }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,15 +24,6 @@ func (s *Store) StartJanitor(ctx context.Context, interval time.Duration, batch 
 		_ = s.Janitor(ctx, interval, batch) // its only error is the interval, checked above
 	}()
 	return done, nil
-}
-
-// inlineSweepers are the inline-mode methods registered with a store
-// (RegisterInline), swept by its janitor after the ledger. Safe for
-// concurrent use.
-type inlineSweepers struct {
-	mu    sync.Mutex
-	names []string // registration order, the order sweeps run in
-	sweep map[string]func(ctx context.Context, batch int) (int64, error)
 }
 
 // RegisterInline adds the inline-mode method m to what s's janitor sweeps:
@@ -95,4 +85,32 @@ func (s *Store) SweepAll(ctx context.Context, batch int) (int64, error) {
 		errs = append(errs, err)
 	}
 	return total, errors.Join(errs...)
+}
+
+// Janitor runs SweepAll every interval until ctx ends (the ledger, then every
+// inline method registered with RegisterInline), logging failures, and
+// returns nil when ctx ends. Run one per deployment (several are harmless:
+// SKIP LOCKED keeps them out of each other's way).
+func (s *Store) Janitor(ctx context.Context, interval time.Duration, batch int) error {
+	if interval <= 0 {
+		return errors.New("idem: Janitor: interval must be positive")
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := s.SweepAll(ctx, batch)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			s.cfg.logger.ErrorContext(ctx, "idempotency ledger sweep failed", "err", err, "deleted", n)
+		case n > 0:
+			s.cfg.logger.InfoContext(ctx, "idempotency ledger swept", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }

@@ -35,10 +35,6 @@ import (
 // migrated by an earlier idemgen, which lacks the two columns, the log says
 // which migration adds them).
 
-// maxRecording is how many mismatches a store records at once in the
-// background (AtomicInTx, AtomicSQLInTx).
-const maxRecording = 2
-
 // mismatched reports whether r holds another request than c's.
 func mismatched(r ledgerRow, c call) bool {
 	return string(r.fingerprint) != string(c.fp)

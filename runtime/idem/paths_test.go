@@ -12,7 +12,7 @@ import (
 )
 
 // The runtime serves two kinds of transaction: pgx's (NewStore, Atomic,
-// Inline) and database/sql's (NewSQLStore, AtomicSQL, InlineSQL). Tests
+// Inline) and database/sql's (NewSQLStore, the same entry points). Tests
 // written over a path run the same promise on both.
 
 // stmts is what the tests' work sends its statements on, on either path.
@@ -108,16 +108,16 @@ var sqlPath = path{
 		return sqlStmts{tx}, err
 	},
 	atomic: func(ctx context.Context, s *idem.Store, m *idem.Method[Receipt], fp []byte, w work[Receipt]) (Receipt, error) {
-		return idem.AtomicSQL(ctx, s, m, fp, func(ctx context.Context, tx *sql.Tx) (Receipt, error) { return w(ctx, sqlStmts{tx}) })
+		return idem.Atomic(ctx, s, m, fp, func(ctx context.Context, tx *sql.Tx) (Receipt, error) { return w(ctx, sqlStmts{tx}) })
 	},
 	atomicInTx: func(ctx context.Context, s *idem.Store, tx callerTx, m *idem.Method[Receipt], fp []byte, w work[Receipt]) (Receipt, error) {
-		return idem.AtomicSQLInTx(ctx, s, tx.(sqlStmts).tx, m, fp, func(ctx context.Context, tx *sql.Tx) (Receipt, error) { return w(ctx, sqlStmts{tx}) })
+		return idem.AtomicInTx(ctx, s, tx.(sqlStmts).tx, m, fp, func(ctx context.Context, tx *sql.Tx) (Receipt, error) { return w(ctx, sqlStmts{tx}) })
 	},
 	inline: func(ctx context.Context, s *idem.Store, m *idem.InlineMethod[Order], fp []byte, w work[Order]) (Order, error) {
-		return idem.InlineSQL(ctx, s, m, fp, sqlOrderByKey, func(ctx context.Context, tx *sql.Tx) (Order, error) { return w(ctx, sqlStmts{tx}) })
+		return idem.Inline(ctx, s, m, fp, sqlOrderByKey, func(ctx context.Context, tx *sql.Tx) (Order, error) { return w(ctx, sqlStmts{tx}) })
 	},
 	inlineInTx: func(ctx context.Context, s *idem.Store, tx callerTx, m *idem.InlineMethod[Order], fp []byte, w work[Order]) (Order, error) {
-		return idem.InlineSQLInTx(ctx, s, tx.(sqlStmts).tx, m, fp, sqlOrderByKey, func(ctx context.Context, tx *sql.Tx) (Order, error) { return w(ctx, sqlStmts{tx}) })
+		return idem.InlineInTx(ctx, s, tx.(sqlStmts).tx, m, fp, sqlOrderByKey, func(ctx context.Context, tx *sql.Tx) (Order, error) { return w(ctx, sqlStmts{tx}) })
 	},
 }
 

@@ -22,25 +22,6 @@ type Pool interface {
 
 var _ Pool = (*pgxpool.Pool)(nil)
 
-// WithTransactionPooling says that the pool's connections go through a pooler
-// in transaction mode (PgBouncer's pool_mode = transaction, or one like it),
-// where consecutive transactions of one client connection may run on
-// different server connections. NewStore then refuses a pool whose default
-// query mode keeps prepared statements on the server connection
-// (pgx.QueryExecModeCacheStatement, pgx's default, and
-// pgx.QueryExecModeDescribeExec): a statement prepared on one server
-// connection is missing on the next. pgx.QueryExecModeExec,
-// pgx.QueryExecModeSimpleProtocol and pgx.QueryExecModeCacheDescribe work.
-//
-// A pooler that keeps prepared statements itself (PgBouncer 1.21 or later
-// with max_prepared_statements above 0) needs no such restriction: leave the
-// option out for it.
-//
-// The check reads the pool's configuration through its Config method
-// (*pgxpool.Pool has one); a Pool without one is refused, since its mode
-// cannot be checked.
-func WithTransactionPooling() Option { return func(c *config) { c.txPooling = true } }
-
 // checkPooling refuses a pool whose query mode cannot work behind a
 // transaction-mode pooler.
 func checkPooling(pool Pool) error {

@@ -1,6 +1,8 @@
 package idem
 
-import "fmt"
+import (
+	"fmt"
+)
 
 // queries holds the SQL for one ledger table. Statements that need the time
 // take it as $1, which is NULL in production so that the database clock decides
@@ -156,3 +158,31 @@ WHERE (t.scope, t.method, t.key) = (SELECT scope, method, key FROM %[1]s
     ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, table, now),
 	}
 }
+
+// The standby's statements (replication.go).
+
+// syncRepColumn is true when the session's commits wait for a synchronous
+// standby: a column of the claim and read statements (rowColumns), so that
+// a replay learns it with the row. A server that does not know the settings
+// (a PostgreSQL-compatible one) reads them as NULL: false.
+const syncRepColumn = `coalesce(current_setting('synchronous_standby_names', true) <> ''
+    AND current_setting('synchronous_commit', true) IN ('on', 'remote_write', 'remote_apply'), false)`
+
+// syncRepSQL answers one row when the session's commits wait for a
+// synchronous standby, none otherwise (the command tag says which). It goes
+// out with the inline lookup, in the same round trip.
+const syncRepSQL = `SELECT 1 WHERE ` + syncRepColumn
+
+// confirmReplicationSQL writes a record to the WAL in the transaction: an
+// empty transactional logical decoding message (prefix "idem.confirm";
+// logical decoding consumers see it and may skip it). PostgreSQL waits for
+// the standby only on the commit of a transaction that wrote WAL (a
+// transaction id alone is not enough), and this is the smallest such write
+// any role may make, on any wal_level, touching no table.
+const confirmReplicationSQL = `SELECT pg_logical_emit_message(true, 'idem.confirm', '')`
+
+// confirmIfSyncRepSQL is confirmReplicationSQL when syncRepSQL would answer
+// a row, and writes nothing otherwise: for a replay that has not asked.
+const confirmIfSyncRepSQL = `SELECT CASE WHEN current_setting('synchronous_standby_names', true) <> ''
+    AND current_setting('synchronous_commit', true) IN ('on', 'remote_write', 'remote_apply')
+  THEN pg_logical_emit_message(true, 'idem.confirm', '') END`

@@ -140,37 +140,6 @@ func outcomeUnknown(c call, cause error) error {
 	return fmt.Errorf("%w: %s: key %q: %w: %w", ErrStore, c.method, c.key, ErrOutcomeNotRecorded, cause)
 }
 
-// syncRepColumn is true when the session's commits wait for a synchronous
-// standby: a column of the claim and read statements (rowColumns), so that
-// a replay learns it with the row. A server that does not know the settings
-// (a PostgreSQL-compatible one) reads them as NULL: false.
-const syncRepColumn = `coalesce(current_setting('synchronous_standby_names', true) <> ''
-    AND current_setting('synchronous_commit', true) IN ('on', 'remote_write', 'remote_apply'), false)`
-
-// syncRepSQL answers one row when the session's commits wait for a
-// synchronous standby, none otherwise (the command tag says which). It goes
-// out with the inline lookup, in the same round trip.
-const syncRepSQL = `SELECT 1 WHERE ` + syncRepColumn
-
-// confirmReplicationSQL writes a record to the WAL in the transaction: an
-// empty transactional logical decoding message (prefix "idem.confirm";
-// logical decoding consumers see it and may skip it). PostgreSQL waits for
-// the standby only on the commit of a transaction that wrote WAL (a
-// transaction id alone is not enough), and this is the smallest such write
-// any role may make, on any wal_level, touching no table.
-const confirmReplicationSQL = `SELECT pg_logical_emit_message(true, 'idem.confirm', '')`
-
-// confirmIfSyncRepSQL is confirmReplicationSQL when syncRepSQL would answer
-// a row, and writes nothing otherwise: for a replay that has not asked.
-const confirmIfSyncRepSQL = `SELECT CASE WHEN current_setting('synchronous_standby_names', true) <> ''
-    AND current_setting('synchronous_commit', true) IN ('on', 'remote_write', 'remote_apply')
-  THEN pg_logical_emit_message(true, 'idem.confirm', '') END`
-
-// execer is what confirmReplication sends its statements on.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
 // confirmReplication makes sure that every row committed before it is on
 // the synchronous standby, before a stored outcome is replayed (see the
 // comment at the top of this file); ifSync leaves that to the server: it
@@ -178,7 +147,7 @@ type execer interface {
 // (ROLLBACK, or "") ends the connection's open transaction in the same
 // round trip. It is bounded by ctx and the finalise timeout, and returns an
 // ErrStore error when the confirmation did not come.
-func (s *Store) confirmReplication(ctx context.Context, conn execer, pc *pgconn.PgConn, c call, prefix string, ifSync bool) error {
+func (s *Store) confirmReplication(ctx context.Context, conn stmts, pc *pgconn.PgConn, c call, prefix string, ifSync bool) error {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.finalise)
 	defer cancel()
 	takeUnreplicated(pc)
@@ -205,7 +174,7 @@ func (s *Store) confirmReplication(ctx context.Context, conn execer, pc *pgconn.
 // transaction, whose commit waits for a synchronous standby, so that the
 // caller's COMMIT confirms the row a replay read inside it (AtomicInTx,
 // InlineInTx).
-func (s *Store) confirmInTx(ctx context.Context, conn execer, c call) error {
+func (s *Store) confirmInTx(ctx context.Context, conn stmts, c call) error {
 	if _, err := conn.Exec(ctx, confirmReplicationSQL); err != nil {
 		return storeErr(c.method, "tie the replayed outcome to the caller's commit", err)
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // The same promises, on both paths: pgx (Atomic, Inline) and database/sql
-// (AtomicSQL, InlineSQL).
+// (Atomic, Inline with a *sql.Tx body).
 
 func TestPathsClaimReplayMismatch(t *testing.T) {
 	for _, p := range paths {
@@ -357,43 +357,93 @@ func TestWrongStoreKindFailsClosed(t *testing.T) {
 	assert.Nil(t, e.store.DB())
 
 	_, err = sqlPath.atomic(keyed("a"), e.store, e.m, fp("1"), chargeOn(1))
-	require.ErrorContains(t, err, "AtomicSQL: the store was made by NewStore")
+	require.ErrorContains(t, err, "idem: Atomic: the store was made by NewStore over a pgx pool, and the body takes a *sql.Tx")
 	_, err = pgxPath.atomic(keyed("a"), sqlStore, e.m, fp("1"), chargeOn(1))
-	require.ErrorContains(t, err, "Atomic: the store was made by NewSQLStore over a *sql.DB: call AtomicSQL")
+	require.ErrorContains(t, err, "idem: Atomic: the store was made by NewSQLStore over a *sql.DB, and the body takes a pgx.Tx")
 
 	ptx, err := pgxPath.begin(ctx, e.db)
 	require.NoError(t, err)
 	defer func() { _ = ptx.rollback(ctx) }()
 	_, err = pgxPath.atomicInTx(keyed("a"), sqlStore, ptx, e.m, fp("1"), chargeOn(1))
-	require.ErrorContains(t, err, "call AtomicSQLInTx")
+	require.ErrorContains(t, err, "idem: AtomicInTx: the store was made by NewSQLStore")
 	stx, err := sqlPath.begin(ctx, e.db)
 	require.NoError(t, err)
 	defer func() { _ = stx.rollback(ctx) }()
 	_, err = sqlPath.atomicInTx(keyed("a"), e.store, stx, e.m, fp("1"), chargeOn(1))
-	require.ErrorContains(t, err, "AtomicSQLInTx: the store was made by NewStore")
+	require.ErrorContains(t, err, "idem: AtomicInTx: the store was made by NewStore")
 
 	om := ordersMethod()
 	_, err = sqlPath.inline(keyed("a"), e.store, om, fp("1"), createOrderOn("x", 1))
-	require.ErrorContains(t, err, "InlineSQL: the store was made by NewStore")
+	require.ErrorContains(t, err, "idem: Inline: the store was made by NewStore")
 	_, err = pgxPath.inline(keyed("a"), sqlStore, om, fp("1"), createOrderOn("x", 1))
-	require.ErrorContains(t, err, "call InlineSQL")
+	require.ErrorContains(t, err, "idem: Inline: the store was made by NewSQLStore")
 	_, err = pgxPath.inlineInTx(keyed("a"), sqlStore, ptx, om, fp("1"), createOrderOn("x", 1))
-	require.ErrorContains(t, err, "call InlineSQLInTx")
+	require.ErrorContains(t, err, "idem: InlineInTx: the store was made by NewSQLStore")
 	_, err = sqlPath.inlineInTx(keyed("a"), e.store, stx, om, fp("1"), createOrderOn("x", 1))
-	require.ErrorContains(t, err, "InlineSQLInTx: the store was made by NewStore")
+	require.ErrorContains(t, err, "idem: InlineInTx: the store was made by NewStore")
+
+	// A body on any other transaction type has no driver, on either store.
+	other := func(context.Context, *pgconn.PgConn) (Receipt, error) { return Receipt{}, nil }
+	for _, st := range []*idem.Store{e.store, sqlStore} {
+		_, err = idem.Atomic(keyed("a"), st, e.m, fp("1"), other)
+		require.ErrorContains(t, err, "idem: Atomic: the body takes a *pgconn.PgConn: a method's transaction is a pgx.Tx or a *sql.Tx")
+		_, err = idem.AtomicInTx(keyed("a"), st, &pgconn.PgConn{}, e.m, fp("1"), other)
+		require.ErrorContains(t, err, "idem: AtomicInTx: the body takes a *pgconn.PgConn")
+		lookup := func(context.Context, *pgconn.PgConn, idem.InlineKey) (Order, []byte, error) { return Order{}, nil, nil }
+		otherOrder := func(context.Context, *pgconn.PgConn) (Order, error) { return Order{}, nil }
+		_, err = idem.Inline(keyed("a"), st, om, fp("1"), lookup, otherOrder)
+		require.ErrorContains(t, err, "idem: Inline: the body takes a *pgconn.PgConn")
+		_, err = idem.InlineInTx(keyed("a"), st, &pgconn.PgConn{}, om, fp("1"), lookup, otherOrder)
+		require.ErrorContains(t, err, "idem: InlineInTx: the body takes a *pgconn.PgConn")
+	}
 	assert.Equal(t, int64(0), e.executed.Load(), "no body ran")
 	assert.Equal(t, 0, e.count(t, "idempotency_keys"))
 }
 
 // TestSQLBodyThatEndsItsTransaction: database/sql cannot stop a body from
-// committing the *sql.Tx it is given; AtomicSQL then refuses to report
+// committing the *sql.Tx it is given; Atomic then refuses to report
 // success, and does not retry.
 func TestSQLBodyThatEndsItsTransaction(t *testing.T) {
 	e := newEnvOn(t, sqlPath)
-	_, err := idem.AtomicSQL(keyed("c"), e.store, e.m, fp("100"), func(ctx context.Context, tx *sql.Tx) (Receipt, error) {
+	_, err := idem.Atomic(keyed("c"), e.store, e.m, fp("100"), func(ctx context.Context, tx *sql.Tx) (Receipt, error) {
 		return Receipt{}, tx.Rollback()
 	})
 	require.ErrorContains(t, err, "must not commit or roll back")
 	assert.Equal(t, int64(1), e.executed.Load(), "not retried")
 	assert.Equal(t, 0, e.count(t, "idempotency_keys"))
+}
+
+// TestDeprecatedSQLNamesForward: code generated before the entry points
+// took a *sql.Tx body calls AtomicSQL, AtomicSQLInTx, InlineSQL and
+// InlineSQLInTx; they run the same protocol as Atomic and Inline.
+func TestDeprecatedSQLNamesForward(t *testing.T) {
+	e := newEnvOn(t, sqlPath)
+	ctx := context.Background()
+	charge := func(ctx context.Context, tx *sql.Tx) (Receipt, error) { return chargeOn(1)(ctx, sqlStmts{tx}) }
+	first, err := idem.AtomicSQL(keyed("a"), e.store, e.m, fp("1"), charge)
+	require.NoError(t, err)
+	again, err := idem.AtomicSQL(keyed("a"), e.store, e.m, fp("1"), charge)
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+	assert.Equal(t, int64(1), e.executed.Load(), "replayed, not run again")
+	tx, err := e.db.SQL.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = idem.AtomicSQLInTx(keyed("a"), e.store, tx, e.m, fp("1"), charge)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), e.executed.Load(), "replayed in the caller's transaction")
+	require.NoError(t, tx.Commit())
+
+	ie := newInlineEnvOn(t, sqlPath)
+	order := func(ctx context.Context, tx *sql.Tx) (Order, error) { return createOrderOn("x", 1)(ctx, sqlStmts{tx}) }
+	o1, err := idem.InlineSQL(keyed("c"), ie.store, ie.om, fp("3"), sqlOrderByKey, order)
+	require.NoError(t, err)
+	itx, err := ie.db.SQL.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = itx.Rollback() }()
+	o2, err := idem.InlineSQLInTx(keyed("c"), ie.store, itx, ie.om, fp("3"), sqlOrderByKey, order)
+	require.NoError(t, err)
+	assert.Equal(t, o1, o2, "replayed from the row")
+	assert.Equal(t, int64(1), ie.replayed.Load())
+	require.NoError(t, itx.Commit())
 }

@@ -56,26 +56,6 @@ func NewSQLStore(db *sql.DB, opts ...Option) (*Store, error) {
 // (see Pool).
 func (s *Store) DB() *sql.DB { return s.db }
 
-// needPool refuses a store made by NewSQLStore in fn, a function that takes
-// a pgx.Tx; alt is its database/sql counterpart.
-func (s *Store) needPool(fn, alt string) error {
-	if s.db != nil {
-		return fmt.Errorf("idem: %s: the store was made by NewSQLStore over a *sql.DB: call %s, whose body takes a *sql.Tx, "+
-			"or make the store with NewStore over a *pgxpool.Pool", fn, alt)
-	}
-	return nil
-}
-
-// needDB refuses a store made by NewStore in fn, a function that takes a
-// *sql.Tx; alt is its pgx counterpart.
-func (s *Store) needDB(fn, alt string) error {
-	if s.db == nil {
-		return fmt.Errorf("idem: %s: the store was made by NewStore over a pgx pool: make it with NewSQLStore over a *sql.DB "+
-			"(stdlib.OpenDBFromPool(pool) gives one over the same pool), or call %s, whose body takes a pgx.Tx", fn, alt)
-	}
-	return nil
-}
-
 // withSQLConn runs fn on the pgx connection under one of db's.
 func (s *Store) withSQLConn(ctx context.Context, fn func(*pgx.Conn) error) error {
 	conn, err := s.db.Conn(ctx)
@@ -93,7 +73,7 @@ type sqlPool struct{ db *sql.DB }
 
 var _ Pool = sqlPool{}
 
-// Acquire is never called on a store made by NewSQLStore (needPool,
+// Acquire is never called on a store made by NewSQLStore (driverFor,
 // withConn).
 func (p sqlPool) Acquire(context.Context) (*pgxpool.Conn, error) {
 	return nil, errors.New("idem: internal error: a store made by NewSQLStore has no pgx pool")
@@ -121,4 +101,37 @@ func affected(res sql.Result) (pgconn.CommandTag, error) {
 		return pgconn.CommandTag{}, err
 	}
 	return pgconn.NewCommandTag(fmt.Sprintf("UPDATE %d", n)), nil
+}
+
+// sqlRow is a *sql.Row that reports no row as pgx.ErrNoRows, as the
+// protocol expects.
+type sqlRow struct{ row *sql.Row }
+
+// Scan reads the row into dest.
+func (r sqlRow) Scan(dest ...any) error { return sqlErr(r.row.Scan(dest...)) }
+
+// sqlErr maps database/sql's errors to those the protocol tests for:
+// sql.ErrNoRows is pgx.ErrNoRows, and a transaction that the body ended
+// (sql.ErrTxDone) is errBodyEndedTx. The driver's own errors
+// (*pgconn.PgError) pass through database/sql unchanged.
+func sqlErr(err error) error {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return pgx.ErrNoRows
+	case errors.Is(err, sql.ErrTxDone):
+		return fmt.Errorf("%w (%w)", errBodyEndedTx, err)
+	}
+	return err
+}
+
+// rawConn runs fn on the pgx connection under conn, which must come from
+// pgx's database/sql driver (NewSQLStore checks the driver).
+func rawConn(conn *sql.Conn, fn func(*pgx.Conn) error) error {
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("idem: the *sql.DB's connection is a %T, not pgx's database/sql driver (github.com/jackc/pgx/v5/stdlib)", dc)
+		}
+		return fn(c.Conn())
+	})
 }

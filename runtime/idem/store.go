@@ -320,3 +320,74 @@ type FinalError struct {
 	Name string // the Go identifier, stored in the ledger
 	Err  error
 }
+
+// maxBehind is how many replays' rollbacks a store runs at once after
+// their callers have the answer.
+const maxBehind = 4
+
+// afterAnswer ends a replay's read-only transaction (end), in the
+// background when fewer than maxBehind others are, so that the caller does
+// not wait for it; otherwise now. Each one in the background holds its
+// connection: unbounded, a burst of replays would make the pool open a
+// connection for nearly every call (63 of 80 for 16 goroutines replaying
+// for 4 s, where 16 serve them), each paying a backend's start and the
+// claim statement's first plans. Bounded, a caller waits for its own
+// ROLLBACK only when the store is that busy.
+func (s *Store) afterAnswer(end func()) {
+	select {
+	case s.behind <- struct{}{}:
+		go func() {
+			defer func() { <-s.behind }()
+			end()
+		}()
+	default:
+		end()
+	}
+}
+
+// sleepCtx waits for d, or returns ctx's error when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// inlineSweepers are the inline-mode methods registered with a store
+// (RegisterInline), swept by its janitor after the ledger. Safe for
+// concurrent use.
+type inlineSweepers struct {
+	mu    sync.Mutex
+	names []string // registration order, the order sweeps run in
+	sweep map[string]func(ctx context.Context, batch int) (int64, error)
+}
+
+// maxRecording is how many mismatches a store records at once in the
+// background (AtomicInTx, AtomicSQLInTx).
+const maxRecording = 2
+
+// WithTransactionPooling says that the pool's connections go through a pooler
+// in transaction mode (PgBouncer's pool_mode = transaction, or one like it),
+// where consecutive transactions of one client connection may run on
+// different server connections. NewStore then refuses a pool whose default
+// query mode keeps prepared statements on the server connection
+// (pgx.QueryExecModeCacheStatement, pgx's default, and
+// pgx.QueryExecModeDescribeExec): a statement prepared on one server
+// connection is missing on the next. pgx.QueryExecModeExec,
+// pgx.QueryExecModeSimpleProtocol and pgx.QueryExecModeCacheDescribe work.
+//
+// A pooler that keeps prepared statements itself (PgBouncer 1.21 or later
+// with max_prepared_statements above 0) needs no such restriction: leave the
+// option out for it.
+//
+// The check reads the pool's configuration through its Config method
+// (*pgxpool.Pool has one); a Pool without one is refused, since its mode
+// cannot be checked.
+func WithTransactionPooling() Option { return func(c *config) { c.txPooling = true } }

@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -65,45 +64,22 @@ func sweepPause(took time.Duration, share float64) time.Duration {
 	return time.Duration(float64(took) * (1 - share) / share)
 }
 
-// sleepCtx waits for d, or returns ctx's error when ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
+// SweepInline takes expired keys off m's table in batches of batch rows
+// (DefaultSweepBatch if batch <= 0): their key, scope, fingerprint and
+// claimed-at columns become NULL, so the key is free again, and the rows
+// themselves stay. Each batch is one short statement that skips rows a
+// transaction holds, paced like Sweep (WithSweepShare). It stops when a
+// batch comes back short or ctx ends, and returns how many rows it cleared.
+func SweepInline[R any](ctx context.Context, s *Store, m *InlineMethod[R], batch int) (int64, error) {
+	q, err := m.queries()
+	if err != nil {
+		return 0, err
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// Janitor runs SweepAll every interval until ctx ends (the ledger, then every
-// inline method registered with RegisterInline), logging failures, and
-// returns nil when ctx ends. Run one per deployment (several are harmless:
-// SKIP LOCKED keeps them out of each other's way).
-func (s *Store) Janitor(ctx context.Context, interval time.Duration, batch int) error {
-	if interval <= 0 {
-		return errors.New("idem: Janitor: interval must be positive")
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		n, err := s.SweepAll(ctx, batch)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			s.cfg.logger.ErrorContext(ctx, "idempotency ledger sweep failed", "err", err, "deleted", n)
-		case n > 0:
-			s.cfg.logger.InfoContext(ctx, "idempotency ledger swept", "deleted", n)
+	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
+		tag, err := s.pool.Exec(ctx, q.sweep, s.now(), micros(m.retention(s)), batch)
+		if err != nil {
+			return 0, storeErr(m.Name, "clear expired keys", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+		return tag.RowsAffected(), nil
+	}, Event{Method: m.Name})
 }

@@ -2,17 +2,11 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
-
-// errBodyEndedTx is returned by Commit and Rollback on the transaction handed
-// to an atomic method body: idem ends that transaction itself, together with
-// the stored response.
-var errBodyEndedTx = errors.New("idem: the method body must not commit or roll back the transaction it is given; return an error to roll back")
 
 // pipelinedTx is the pgx.Tx handed to an atomic body. Its BEGIN was sent in
 // the same round trip as the claim, and its COMMIT goes out with the response

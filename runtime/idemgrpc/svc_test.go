@@ -99,7 +99,7 @@ type svc struct {
 	started  chan struct{}
 	release  chan struct{}
 	fail     func(ctx context.Context, attempt int64) error // if set, Charge fails with its error before the ledger
-	onSQL    bool                                           // the store is on database/sql: Charge runs through idem.AtomicSQL
+	onSQL    bool                                           // the store is on database/sql: Charge runs through idem.Atomic
 	addr     string                                         // the server's address
 }
 
@@ -122,12 +122,12 @@ func (s *svc) charge(ctx context.Context, req *dynamicpb.Message) (*dynamicpb.Me
 }
 
 // chargeBody is Charge's work, one payment row, through idem.Atomic on a
-// pgx.Tx, or through idem.AtomicSQL on a *sql.Tx when the store is on
+// pgx.Tx, or through idem.Atomic on a *sql.Tx when the store is on
 // database/sql (a service on sqlc, bun or GORM).
 func (s *svc) chargeBody(ctx context.Context, amount int64) (int64, error) {
 	const insert = `INSERT INTO payments (amount) VALUES ($1) RETURNING id`
 	if s.onSQL {
-		return idem.AtomicSQL(ctx, s.store, chargeMethod, fingerprint(amount), func(ctx context.Context, tx *sql.Tx) (int64, error) {
+		return idem.Atomic(ctx, s.store, chargeMethod, fingerprint(amount), func(ctx context.Context, tx *sql.Tx) (int64, error) {
 			s.executed.Add(1)
 			var id int64
 			err := tx.QueryRowContext(ctx, insert, amount).Scan(&id)
@@ -241,7 +241,7 @@ func serve(t *testing.T, onSQL bool, cfg idemgrpc.ServerConfig, opts ...grpc.Dia
 
 // onBothStores runs test on a service whose store is on the pgx pool, then
 // on one whose store is on database/sql (idem.NewSQLStore, Charge on a
-// *sql.Tx through idem.AtomicSQL): the interceptor serves both unchanged.
+// *sql.Tx through idem.Atomic): the interceptor serves both unchanged.
 func onBothStores(t *testing.T, test func(t *testing.T, s *svc, cc *grpc.ClientConn)) {
 	for _, p := range []struct {
 		name  string

@@ -73,7 +73,7 @@ func chargePgx(store *idem.Store) func(ctx context.Context, tx pgx.Tx, job *rive
 
 func chargeSQL(store *idem.Store) func(ctx context.Context, tx *sql.Tx, job *river.Job[chargeArgs]) error {
 	return func(ctx context.Context, tx *sql.Tx, job *river.Job[chargeArgs]) error {
-		_, err := idem.AtomicSQLInTx(ctx, store, tx, chargeMethod, fingerprint(job.Args), func(ctx context.Context, tx *sql.Tx) (int64, error) {
+		_, err := idem.AtomicInTx(ctx, store, tx, chargeMethod, fingerprint(job.Args), func(ctx context.Context, tx *sql.Tx) (int64, error) {
 			if job.Args.Decline {
 				return 0, errDeclined
 			}

@@ -11,7 +11,7 @@ import (
 )
 
 // AtomicTx is the generated test suite of one atomic-mode method whose
-// transaction is a T: Atomic for a pgx.Tx, AtomicSQL for a *sql.Tx. S is
+// transaction is a T, a pgx.Tx or a *sql.Tx (idem.Atomic takes either). S is
 // the service (*Payments), W its generated wrapper, A the request (the
 // method's arguments after ctx and tx; a struct of them when there are
 // several) and R the response (struct{} for a method that returns only an
@@ -58,12 +58,12 @@ type Atomic[S, W, A, R any] = AtomicTx[S, W, A, R, pgx.Tx]
 
 // Run runs every scenario as a subtest of t.
 func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
-	rt := runtimeOf[R, T](t)
+	rt := callerTxOf[T](t)
 	l := ledgerSuite[S, W, A, R]{
 		pkg: s.Package, store: s.Store, method: s.Method, fp: s.Fingerprint, newSvc: s.New, wrap: s.Wrap, call: s.Call,
 		sample: s.Sample, other: s.Other, effects: s.Effects, storm: s.Storm, equal: equalOrDeep(s.Equal), keyFromRequest: s.KeyFromRequest,
 		direct: func(ctx context.Context, e *env, svc S, a A, work bool, fail error) (R, error) {
-			return rt.atomic(ctx, e.store, s.Method, s.Fingerprint(a), func(ctx context.Context, tx T) (R, error) {
+			return idem.Atomic(ctx, e.store, s.Method, s.Fingerprint(a), func(ctx context.Context, tx T) (R, error) {
 				var zero R
 				if work {
 					if _, err := s.Body(svc, ctx, tx, a); err != nil {
@@ -83,7 +83,7 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 
 // inTx: inside one caller transaction (MInTx) a retry replays, another
 // request is refused, and the transaction stays usable.
-func (s AtomicTx[S, W, A, R, T]) inTx(l ledgerSuite[S, W, A, R], rt txRuntime[R, T]) func(*testing.T) {
+func (s AtomicTx[S, W, A, R, T]) inTx(l ledgerSuite[S, W, A, R], rt callerTx[T]) func(*testing.T) {
 	return func(t *testing.T) {
 		e, _, w := l.setup(t)
 		a := s.Sample(t)
@@ -116,7 +116,7 @@ func (s AtomicTx[S, W, A, R, T]) inTx(l ledgerSuite[S, W, A, R], rt txRuntime[R,
 // failingInTx: inside one caller transaction, a body that does the work and
 // then fails leaves none of it (nor the claim) in the transaction, which
 // stays usable and commits the caller's own earlier work.
-func (s AtomicTx[S, W, A, R, T]) failingInTx(l ledgerSuite[S, W, A, R], rt txRuntime[R, T]) func(*testing.T) {
+func (s AtomicTx[S, W, A, R, T]) failingInTx(l ledgerSuite[S, W, A, R], rt callerTx[T]) func(*testing.T) {
 	return func(t *testing.T) {
 		e, svc, w := l.setup(t)
 		a := s.Sample(t)
@@ -125,7 +125,7 @@ func (s AtomicTx[S, W, A, R, T]) failingInTx(l ledgerSuite[S, W, A, R], rt txRun
 		must(t, "begin", err)
 		defer func() { _ = rt.rollback(ctx, tx) }() // after Commit, a no-op
 		must(t, "the caller's own work", rt.exec(ctx, tx, "CREATE TABLE idemgen_caller_work (n int); INSERT INTO idemgen_caller_work VALUES (1)"))
-		_, err = rt.atomicInTx(ctx, e.store, tx, s.Method, s.Fingerprint(a), func(ctx context.Context, tx T) (R, error) {
+		_, err = idem.AtomicInTx(ctx, e.store, tx, s.Method, s.Fingerprint(a), func(ctx context.Context, tx T) (R, error) {
 			var zero R
 			if _, err := s.Body(svc, ctx, tx, a); err != nil {
 				return zero, err

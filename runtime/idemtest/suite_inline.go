@@ -14,8 +14,8 @@ import (
 )
 
 // InlineTx is the generated test suite of one inline-mode method, whose
-// key lives in the row its own INSERT writes, in a transaction T: Inline
-// for a pgx.Tx, InlineSQL for a *sql.Tx. S is the service, W its generated
+// key lives in the row its own INSERT writes, in a transaction T, a pgx.Tx
+// or a *sql.Tx (idem.Inline takes either). S is the service, W its generated
 // wrapper, A the request and R the response.
 //
 // Run checks, against a real PostgreSQL holding the package's migrations
@@ -53,7 +53,7 @@ type InlineTx[S, W, A, R, T any] struct {
 	// returns a protobuf message set idemproto.Equal (proto.Equal).
 	Equal func(a, b R) bool
 
-	rt txRuntime[R, T] // set by Run
+	rt callerTx[T] // set by Run
 }
 
 // Inline is the suite of an inline method that takes a pgx.Tx.
@@ -70,7 +70,7 @@ type inlineEnv[S, W any] struct {
 
 // Run runs every scenario as a subtest of t.
 func (s InlineTx[S, W, A, R, T]) Run(t *testing.T) {
-	s.rt = runtimeOf[R, T](t)
+	s.rt = callerTxOf[T](t)
 	n := s.Storm
 	if n == 0 {
 		n = DefaultStorm
@@ -263,7 +263,7 @@ func (s InlineTx[S, W, A, R, T]) failing(t *testing.T) {
 	a := s.Sample(t)
 	ctx := keyCtx(t, "failing", "")
 	before := ie.count(t, "")
-	_, err := s.rt.inline(ctx, ie.store, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx T) (R, error) {
+	_, err := idem.Inline(ctx, ie.store, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx T) (R, error) {
 		r, err := s.Body(ie.svc, ctx, tx, a)
 		if err != nil {
 			return r, err
@@ -293,7 +293,7 @@ func (s InlineTx[S, W, A, R, T]) forgetful(t *testing.T) {
 	ie := s.setup(t)
 	a := s.Sample(t)
 	before := ie.count(t, "")
-	_, err := s.rt.inline(keyCtx(t, "forgetful", ""), ie.store, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx T) (R, error) {
+	_, err := idem.Inline(keyCtx(t, "forgetful", ""), ie.store, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx T) (R, error) {
 		k, _ := idem.InlineKeyFrom(ctx)
 		k.Key += "-elsewhere"
 		return s.Body(ie.svc, idem.ContextWithInlineKey(ctx, k), tx, a)
@@ -345,7 +345,7 @@ func (s InlineTx[S, W, A, R, T]) failingInTx(t *testing.T) {
 	tx, err := s.rt.begin(ctx, ie.db)
 	must(t, "begin", err)
 	defer func() { _ = s.rt.rollback(ctx, tx) }() // after Commit, a no-op
-	_, err = s.rt.inlineInTx(ctx, ie.store, tx, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx T) (R, error) {
+	_, err = idem.InlineInTx(ctx, ie.store, tx, s.Method, s.Fingerprint(a), s.lookup(ie.svc), func(ctx context.Context, tx T) (R, error) {
 		r, err := s.Body(ie.svc, ctx, tx, a)
 		if err != nil {
 			return r, err

@@ -78,7 +78,7 @@ func count(t *testing.T, db *sql.DB) int {
 }
 
 // TestORMs runs Transfer written with bun and with GORM through
-// idem.AtomicSQL, as the wrapper idemgen generates for it does: the retry
+// idem.Atomic, as the wrapper idemgen generates for it does: the retry
 // replays the first receipt and writes nothing; a failing body leaves no row
 // behind (the ORM wrote on the runtime's transaction); and a call in the caller's own ORM transaction (AtomicSQLInTx on
 // the *sql.Tx underneath) commits with it.
@@ -95,7 +95,7 @@ func TestORMs(t *testing.T) {
 			fp.Int(req.AmountCents)
 			call := func(key string, body transferFunc) (transfers.TransferReceipt, error) {
 				ctx := idem.ContextWithScope(idem.ContextWithKey(t.Context(), key), "tenant-a")
-				return idem.AtomicSQL(ctx, store, method, fp.Sum(), func(ctx context.Context, tx *sql.Tx) (transfers.TransferReceipt, error) {
+				return idem.Atomic(ctx, store, method, fp.Sum(), func(ctx context.Context, tx *sql.Tx) (transfers.TransferReceipt, error) {
 					return body(ctx, tx, req)
 				})
 			}
@@ -120,7 +120,7 @@ func TestORMs(t *testing.T) {
 
 			err = c.inOwnTx(t, tdb.SQL, func(tx *sql.Tx) error {
 				ctx := idem.ContextWithScope(idem.ContextWithKey(t.Context(), "k3"), "tenant-a")
-				_, err := idem.AtomicSQLInTx(ctx, store, tx, method, fp.Sum(), func(ctx context.Context, tx *sql.Tx) (transfers.TransferReceipt, error) {
+				_, err := idem.AtomicInTx(ctx, store, tx, method, fp.Sum(), func(ctx context.Context, tx *sql.Tx) (transfers.TransferReceipt, error) {
 					return body(ctx, tx, req)
 				})
 				return err

@@ -237,17 +237,21 @@ func TxType(m *ir.Method) *jen.Statement {
 	return jen.Qual(ir.PgxPath, "Tx")
 }
 
-// core is the name of the runtime function that runs m's wrapper (base:
-// Atomic or Inline), with the InTx form for the caller's transaction and
-// the database/sql form for a method that takes a *sql.Tx: AtomicSQLInTx.
-func core(m *ir.Method, base string, inTx bool) string {
-	if m.Tx == ir.TxSQL {
-		base += "SQL"
+// entry is the runtime function that runs m's wrapper, by mode, in the
+// caller's transaction when inTx: the same function whether m takes a
+// pgx.Tx or a *sql.Tx (the body's type picks the runtime's driver).
+func entry(m *ir.Method, inTx bool) string {
+	switch {
+	case m.Mode == ir.ModeInline && inTx:
+		return "InlineInTx"
+	case m.Mode == ir.ModeInline:
+		return "Inline"
+	case inTx:
+		return "AtomicInTx"
+	case m.Mode == ir.ModeAtomic:
+		return "Atomic"
 	}
-	if inTx {
-		base += "InTx"
-	}
-	return base
+	return "External"
 }
 
 // Result is the response type as the runtime sees it: R, or struct{} for
@@ -498,7 +502,7 @@ func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 	if m.Result != nil {
 		results = []jen.Code{e.Type(m.Result), jen.Error()}
 	}
-	fn := core(m, "Atomic", inTx)
+	fn := entry(m, inTx)
 	coreArgs := []jen.Code{jen.Id("ctx"), jen.Id("w").Dot("store")}
 	bodyParams := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
 	switch {
@@ -507,8 +511,6 @@ func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 		bodyParams = append(bodyParams, jen.Id("tx").Add(TxType(m)))
 	case m.Mode == ir.ModeAtomic:
 		bodyParams = append(bodyParams, jen.Id("tx").Add(TxType(m)))
-	default:
-		fn = "External"
 	}
 	coreArgs = append(coreArgs, jen.Id(e.names.MethodVar(m)), jen.Id(e.names.Fingerprint(m)).Call(args...))
 	inner := jen.Id("w").Dot("inner").Dot(m.Name).Call(callArgs...)

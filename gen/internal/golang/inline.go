@@ -52,7 +52,7 @@ func (e *Emitter) inlineMethodVar(m *ir.Method) jen.Code {
 //			func(ctx context.Context, tx pgx.Tx) (Order, error) { return w.inner.CreateOrder(ctx, tx, req) })
 //	}
 func (e *Emitter) inlineWrapper(r *ir.Receiver, m *ir.Method, inTx bool) jen.Code {
-	name, fn := m.Name, core(m, "Inline", inTx)
+	name, fn := m.Name, entry(m, inTx)
 	params := []jen.Code{jen.Id("ctx").Qual("context", "Context")}
 	coreArgs := []jen.Code{jen.Id("ctx"), jen.Id("w").Dot("store")}
 	if inTx {

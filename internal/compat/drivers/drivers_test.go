@@ -47,9 +47,9 @@ func TestLibPQRefusedAndTheSameDSNWorksWithPgx(t *testing.T) {
 		err := tx.QueryRowContext(ctx, `INSERT INTO payments (amount) VALUES (1) RETURNING id`).Scan(&id)
 		return id, err
 	}
-	first, err := idem.AtomicSQL(ctx, s, m, f.Sum(), charge)
+	first, err := idem.Atomic(ctx, s, m, f.Sum(), charge)
 	require.NoError(t, err)
-	again, err := idem.AtomicSQL(ctx, s, m, f.Sum(), charge)
+	again, err := idem.Atomic(ctx, s, m, f.Sum(), charge)
 	require.NoError(t, err)
 	assert.Equal(t, first, again)
 	var n int

@@ -8,62 +8,34 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// One protocol, two transports.
+// One protocol, two drivers (driver.go).
 //
 // The ledger's statements and the decisions around them (claim, atomicRun,
-// atomicInTxRun) are written once. What differs between the pgx path and
-// the database/sql path is only how the statements travel: pgx pipelines
+// atomicInTxRun) are written once. What differs between the pgx driver and
+// the database/sql driver is only how the statements travel: pgx pipelines
 // them (BEGIN or SAVEPOINT with the claim, the response with COMMIT or
 // RELEASE, in one round trip each); database/sql sends one statement at a
 // time, since it has no way to queue a statement behind another
-// (sqltransport.go). A ledgerTx is that difference, and nothing else.
+// (sqldriver.go). A ledgerTx is that difference, and nothing else.
 
-// ledgerTx carries the ledger statements of one atomic call on its
-// transaction: an attempt's own transaction (Atomic), or a savepoint in the
-// caller's (AtomicInTx).
-type ledgerTx interface {
-	// QueryRow runs one statement on the open transaction.
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	// Exec runs one statement on the open transaction.
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+// pgxDriver is the driver of pgx.Tx, on a store made by NewStore.
+type pgxDriver struct{}
 
-	// claim sends begin (BEGIN or a SAVEPOINT) and the claim statement
-	// sql, and scans the claim's row into dest.
-	claim(ctx context.Context, begin, sql string, args []any, dest []any) error
-	// finish runs stmt, then end (COMMIT, or RELEASE SAVEPOINT), and
-	// returns end's command tag. stmt's failure is returned as is
-	// (isDivisionByZero tells the finish statement's refusal).
-	finish(ctx context.Context, stmt string, args []any, end string) (endTag string, err error)
+var _ driver[pgx.Tx] = pgxDriver{}
+
+// attempt acquires a connection from the store's pool. The body's pgx.Tx
+// is a pipelinedTx: its BEGIN goes out with the claim, its COMMIT with
+// the response, and it refuses Commit and Rollback.
+func (pgxDriver) attempt(ctx context.Context, s *Store, c call) (attemptTx, func() pgx.Tx, func() bool, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, nil, storeErr(c.method, "acquire connection", err)
+	}
+	tx := &pipelinedTx{conn: conn.Conn()}
+	return &pgxAttempt{conn: conn}, func() pgx.Tx { return tx }, tx.bodyEnded, nil
 }
 
-// attemptTx is a ledgerTx on a transaction the attempt owns: it also knows
-// the connection (for the server's notices), how the COMMIT is bounded, and
-// how the transaction ends when it does not commit.
-type attemptTx interface {
-	ledgerTx
-	// commitContext is the context the finish statement and COMMIT run
-	// under (see Store.commitContext).
-	commitContext(ctx context.Context, s *Store) (context.Context, context.CancelFunc)
-	// pgConn is the connection, whose notices say whether a COMMIT
-	// reached the synchronous standby (NoticeHandler).
-	pgConn() *pgconn.PgConn
-	// confirmReplay ends the transaction and confirms that every row
-	// committed before is on the synchronous standby (confirmReplication).
-	confirmReplay(ctx context.Context, s *Store, c call) error
-	// done ends the attempt: gives the connection back after a commit,
-	// rolls back in the background after a replay (the answer is the
-	// caller's already), and rolls back otherwise.
-	done(ctx context.Context, s *Store, how attemptEnd)
-}
-
-// attemptEnd is how an attempt's transaction ended.
-type attemptEnd int
-
-const (
-	endFailed    attemptEnd = iota // error, lost claim, or a panic on its way up
-	endCommitted                   // committed (or already ended)
-	endReplayed                    // read only: roll back without making the caller wait
-)
+func (pgxDriver) inTx(tx pgx.Tx) ledgerTx { return &pgxInTx{tx: tx} }
 
 // pgxAttempt is the pgx transport of an attempt's own transaction: BEGIN
 // travels with the claim and COMMIT with the response, in one batch each.
@@ -178,28 +150,4 @@ func finishBatch(ctx context.Context, conn batcher, stmt string, args []any, end
 		err = cerr
 	}
 	return tag.String(), err
-}
-
-// maxBehind is how many replays' rollbacks a store runs at once after
-// their callers have the answer.
-const maxBehind = 4
-
-// afterAnswer ends a replay's read-only transaction (end), in the
-// background when fewer than maxBehind others are, so that the caller does
-// not wait for it; otherwise now. Each one in the background holds its
-// connection: unbounded, a burst of replays would make the pool open a
-// connection for nearly every call (63 of 80 for 16 goroutines replaying
-// for 4 s, where 16 serve them), each paying a backend's start and the
-// claim statement's first plans. Bounded, a caller waits for its own
-// ROLLBACK only when the store is that busy.
-func (s *Store) afterAnswer(end func()) {
-	select {
-	case s.behind <- struct{}{}:
-		go func() {
-			defer func() { <-s.behind }()
-			end()
-		}()
-	default:
-		end()
-	}
 }

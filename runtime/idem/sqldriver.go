@@ -8,18 +8,35 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// The database/sql transport: the same ledger statements as the pgx
-// transport (transport.go), sent one at a time. database/sql has no way to
+// The database/sql driver: the same ledger statements as the pgx driver
+// (pgxdriver.go), sent one at a time. database/sql has no way to
 // queue a statement behind another, and a *sql.Tx is begun and committed by
 // database/sql itself: BEGIN cannot travel with the claim, nor COMMIT with
 // the response. Whether commits wait for a synchronous standby comes with
 // the claim's row on both transports (syncRepColumn); only inline mode's
 // replay, whose lookup is the user's statement, asks it in one of its own.
 
-// sqlStmts is what the database/sql transports send statements on: the
+// sqlDriver is the driver of *sql.Tx, on a store made by NewSQLStore.
+type sqlDriver struct{}
+
+var _ driver[*sql.Tx] = sqlDriver{}
+
+// attempt takes a connection from the store's *sql.DB; the body's *sql.Tx
+// is begun by the claim. database/sql cannot tell a body that ended its
+// *sql.Tx: the finish statement finds it done (sqlErr).
+func (sqlDriver) attempt(ctx context.Context, s *Store, c call) (attemptTx, func() *sql.Tx, func() bool, error) {
+	t, err := newSQLAttempt(ctx, s, c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return t, func() *sql.Tx { return t.tx }, func() bool { return false }, nil
+}
+
+func (sqlDriver) inTx(tx *sql.Tx) ledgerTx { return sqlInTx{sqlStmts{tx: tx}} }
+
+// sqlStmts is what the database/sql driver send statements on: the
 // attempt's *sql.Tx, or the caller's.
 type sqlStmts struct {
 	tx *sql.Tx
@@ -54,27 +71,6 @@ func (t sqlStmts) syncRep(ctx context.Context) (bool, error) {
 // claimStmt runs the claim statement and scans its row.
 func (t sqlStmts) claimStmt(ctx context.Context, query string, args, dest []any) error {
 	return t.QueryRow(ctx, query, args...).Scan(dest...)
-}
-
-// sqlRow is a *sql.Row that reports no row as pgx.ErrNoRows, as the
-// protocol expects.
-type sqlRow struct{ row *sql.Row }
-
-// Scan reads the row into dest.
-func (r sqlRow) Scan(dest ...any) error { return sqlErr(r.row.Scan(dest...)) }
-
-// sqlErr maps database/sql's errors to those the protocol tests for:
-// sql.ErrNoRows is pgx.ErrNoRows, and a transaction that the body ended
-// (sql.ErrTxDone) is errBodyEndedTx. The driver's own errors
-// (*pgconn.PgError) pass through database/sql unchanged.
-func sqlErr(err error) error {
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return pgx.ErrNoRows
-	case errors.Is(err, sql.ErrTxDone):
-		return fmt.Errorf("%w (%w)", errBodyEndedTx, err)
-	}
-	return err
 }
 
 // sqlAttempt is the database/sql transport of an attempt's own transaction,
@@ -190,16 +186,4 @@ func (t sqlInTx) finish(ctx context.Context, stmt string, args []any, end string
 		return "", sqlErr(err)
 	}
 	return end, nil
-}
-
-// rawConn runs fn on the pgx connection under conn, which must come from
-// pgx's database/sql driver (NewSQLStore checks the driver).
-func rawConn(conn *sql.Conn, fn func(*pgx.Conn) error) error {
-	return conn.Raw(func(dc any) error {
-		c, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("idem: the *sql.DB's connection is a %T, not pgx's database/sql driver (github.com/jackc/pgx/v5/stdlib)", dc)
-		}
-		return fn(c.Conn())
-	})
 }

@@ -1,0 +1,93 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Committing a claimed call: the outcome the finish statement stores, and
+// COMMIT (or RELEASE) with it, detached from the caller's context; or, when
+// the call does not commit, the rollback.
+
+// commit sends stmt and COMMIT on t, detached from ctx: a caller going
+// away must not cancel a COMMIT that waits for a synchronous standby (see
+// replication.go). They travel in one round trip where t pipelines. stmt
+// divides by zero to refuse the commit (the COMMIT then rolls back):
+// refused is the error for that. what names the step in other errors.
+func commit(ctx context.Context, s *Store, c call, t attemptTx, stmt string, args []any, what string, refused error) error {
+	cctx, cancel := t.commitContext(ctx, s)
+	defer cancel()
+	pc := t.pgConn()
+	takeUnreplicated(pc)
+	commitTag, err := t.finish(cctx, stmt, args, "COMMIT")
+	if errors.Is(err, errBodyEndedTx) {
+		// A *sql.Tx the body committed or rolled back itself.
+		return fmt.Errorf("idem: %s: %w", c.method, err)
+	}
+	if isDivisionByZero(err) {
+		// A definite failure, not an unknown outcome: the COMMIT rolled
+		// back.
+		return refused
+	}
+	if err == nil && commitTag != "COMMIT" {
+		return fmt.Errorf("%w: %s: transaction was rolled back at commit (%s)", ErrStore, c.method, commitTag)
+	}
+	if uerr := s.unconfirmed(cctx, pc); uerr != nil {
+		// Committed locally, perhaps, but not known to be on the standby:
+		// never success. A retry replays the row only once the standby
+		// has it (confirmReplication).
+		return outcomeUnknown(c, uerr)
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
+			// No answer from the server: the commit may or may not have
+			// happened. Never guess; the next attempt reads the row (or
+			// its INSERT conflicts with it).
+			return storeErr(c.method, "commit", fmt.Errorf("%w: %w", errCommitUnknown, err))
+		}
+		return storeErr(c.method, what, err)
+	}
+	return nil
+}
+
+// outcome is what the finish statement stores for the body's answer: the
+// response (and the value every caller gets, decoded from it), or a final
+// error's name and message. Any other body error is returned as err: the
+// work rolls back and nothing is stored.
+func outcome[R any](m *Method[R], c call, out R, berr error) (resp []byte, errName, errMsg *string, _ R, err error) {
+	if berr != nil {
+		name, final := finalError(m, berr)
+		if !final {
+			return nil, nil, nil, out, berr
+		}
+		msg := storableText(berr.Error())
+		return nil, &name, &msg, out, nil
+	}
+	if resp, out, err = stored(m, out); err != nil {
+		return nil, nil, nil, out, fmt.Errorf("idem: %s: %w", c.method, err)
+	}
+	return resp, nil, nil, out, nil
+}
+
+// isDivisionByZero reports the finish statement's refusal to store a
+// response on anything but exactly one row.
+func isDivisionByZero(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "22012"
+}
+
+// rollback ends the connection's transaction even if ctx is done, bounded by
+// the finalise timeout. If that fails the connection is closed, so the pool
+// never reuses it mid-transaction.
+func (s *Store) rollback(ctx context.Context, conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		_ = conn.Conn().Close(ctx)
+	}
+}
