@@ -132,15 +132,24 @@ func (e *GaveUpError) Unwrap() []error {
 }
 
 // Sleep waits d, or until ctx ends, and then returns context.Cause(ctx).
+//
+// A context that has ended, before the wait or by the time it is over, is
+// always its error: when the timer and the context end together, select
+// would pick either at random, and a retry would start on an ended context.
 func Sleep(ctx context.Context, d time.Duration) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		return nil
 	case <-ctx.Done():
+	}
+	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
+	return nil
 }
 
 // orDefault returns v, or def when v is zero or negative.
