@@ -50,6 +50,7 @@ func TestGolden(t *testing.T) {
 	require.NotEmpty(t, cases)
 	for _, path := range cases {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txtar"), func(t *testing.T) {
+			t.Parallel()
 			ar, err := txtar.ParseFile(path)
 			require.NoError(t, err)
 			in := map[string][]byte{}

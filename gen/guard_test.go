@@ -18,6 +18,7 @@ import (
 // after generation, the compiler's error names a guard whose identifier says
 // what to do (runGoGenerate...), not only "cannot convert".
 func TestStaleGuardsSayGoGenerate(t *testing.T) {
+	t.Parallel()
 	const src = `package svc
 
 import "context"

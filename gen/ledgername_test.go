@@ -54,6 +54,7 @@ func TestLedgerNameHasImportPath(t *testing.T) {
 // users.Service.Create and to orders.Service.Create in one scope runs each
 // once, and neither replays the other's response.
 func TestSameNameNoCrossReplay(t *testing.T) {
+	t.Parallel()
 	dir := sameNameModule(t)
 	out, err := Generate(context.Background(), Config{Dir: dir, Patterns: []string{"./..."}, Force: true})
 	require.NoError(t, err)

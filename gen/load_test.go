@@ -32,6 +32,7 @@ func TestStaleOutputDoesNotBlock(t *testing.T) {
 // the outputs in place (when the go command sees them as bare package
 // clauses).
 func TestCallerOfAnotherPackagesWrappers(t *testing.T) {
+	t.Parallel()
 	dir := testmod.New(t, "callers", map[string][]byte{
 		"a/a.go": []byte(`package a
 

@@ -41,7 +41,18 @@ module() {
 	echo "$best"
 }
 
-status=0
+# The modules' go test runs overlap, IDEMGEN_TEST_JOBS at a time (2 unless
+# set; 1 runs them one after another): much of a module's time is spent
+# waiting on PostgreSQL and on the go commands its tests start, time another
+# module's tests can use. Each module's output is held back and printed
+# whole, in scripts/modules.sh's order, so the log reads as if they had run
+# in turn.
+jobs="${IDEMGEN_TEST_JOBS:-2}"
+case "$jobs" in '' | *[!0-9]* | 0) echo "test.sh: IDEMGEN_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2 ;; esac
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+
+run=() pids=()
 for m in $(scripts/modules.sh); do
 	mine=()
 	for p in "${patterns[@]}"; do
@@ -52,7 +63,19 @@ for m in $(scripts/modules.sh); do
 		fi
 	done
 	[ "${#mine[@]}" -eq 0 ] && continue
-	[ "$m" != . ] && echo "== module $m"
-	go test -C "$m" -race -count=1 -timeout 30m ${flags[@]+"${flags[@]}"} "${mine[@]}" || status=1
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+	i="${#run[@]}"
+	(
+		[ "$m" != . ] && echo "== module $m"
+		go test -C "$m" -race -count=1 -timeout 30m ${flags[@]+"${flags[@]}"} "${mine[@]}" && echo ok >"$logs/$i.ok"
+	) >"$logs/$i.log" 2>&1 &
+	run+=("$m") pids+=("$!")
+done
+
+status=0
+for i in "${!run[@]}"; do
+	wait "${pids[$i]}" 2>/dev/null || true
+	cat "$logs/$i.log"
+	[ -e "$logs/$i.ok" ] || status=1
 done
 exit "$status"

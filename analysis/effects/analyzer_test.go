@@ -10,5 +10,6 @@ import (
 // exported by the package it imports, and its near misses (the
 // transaction, logging, //idem:effect-ok, an external method).
 func TestAnalyzer(t *testing.T) {
+	t.Parallel()
 	analysistest.Run(t, analysistest.TestData(), Analyzer, "bank", "pay")
 }

@@ -44,6 +44,7 @@ func show(f Finding) string {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	p, _ := loadTestdata(t, "walk.txtar", "./pay")
 	const pay = "example.com/effects/pay"
 	cases := []struct {
@@ -94,6 +95,7 @@ func TestCheck(t *testing.T) {
 // about to write (given as an overlay, absent from the disk) type-checks,
 // so the method is walked.
 func TestCheckNewOutput(t *testing.T) {
+	t.Parallel()
 	dir := testmod.New(t, "effects", map[string][]byte{"pay/pay.go": []byte(`package pay
 
 import (

@@ -37,6 +37,7 @@ func exampleModule(t *testing.T, path string) string {
 // testdata/check_migrations.txtar (go test -run TestCheckMigrations -update
 // rewrites it).
 func TestCheckMigrations(t *testing.T) {
+	t.Parallel()
 	path := toolPath(t)
 	dir := exampleModule(t, path)
 	mig := filepath.Join(dir, "example", "migrations")

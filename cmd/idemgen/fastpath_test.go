@@ -21,6 +21,7 @@ var heavyInit = regexp.MustCompile(`(?m)^init (go/types|golang\.org/x/tools/go/p
 // heavy dependencies are initialised; after a source change the same
 // directive runs the whole generator.
 func TestFastPath(t *testing.T) {
+	t.Parallel()
 	dir := testmod.New(t, "fast", map[string][]byte{"svc/svc.go": []byte(`package svc
 
 import "context"

@@ -106,6 +106,7 @@ func mtimes(t *testing.T, paths ...string) []time.Time {
 // changed request type caught by -check with a diff, and a bad annotation
 // reported at its position with exit status 1.
 func TestEndToEnd(t *testing.T) {
+	t.Parallel()
 	dir := shopModule(t)
 	path := toolPath(t)
 	pkg := filepath.Join(dir, "payments")
@@ -310,6 +311,7 @@ func (s *Svc) Do(ctx context.Context, tx pgx.Tx, n int64) (int, error) { return 
 // apply the user's own migration with idemgen's, and the mismatch test
 // varies the uuid into another valid uuid, so every generated subtest passes.
 func TestInlineOrdinarySchema(t *testing.T) {
+	t.Parallel()
 	dir := testmod.New(t, "uuidorders", loadModule(t, "uuid_orders"))
 	path := toolPath(t)
 	r := sh(t, dir, path, nil, "idemgen", "./...")
@@ -329,6 +331,7 @@ func TestInlineOrdinarySchema(t *testing.T) {
 // guard (runGoGenerate…, which says what to do), not the wrapper's broken
 // call: the guards come first in idem_gen.go.
 func TestStaleWrapperFirstError(t *testing.T) {
+	t.Parallel()
 	dir := shopModule(t)
 	path := toolPath(t)
 	r := sh(t, dir, path, nil, "idemgen", "./payments")
@@ -366,6 +369,7 @@ func TestStaleWrapperFirstError(t *testing.T) {
 // generated fails the test build first in idem_gen_test.go, on a line
 // whose comment above declares it.
 func TestMissingFixtureFirstError(t *testing.T) {
+	t.Parallel()
 	dir := shopModule(t)
 	path := toolPath(t)
 	r := sh(t, dir, path, nil, "idemgen", "./payments")
@@ -403,6 +407,7 @@ func TestMissingFixtureFirstError(t *testing.T) {
 // with idem.NewSQLStore over db.SQL, green against a real PostgreSQL, with
 // a hand-written test through the HTTP middleware.
 func TestSQLTxEndToEnd(t *testing.T) {
+	t.Parallel()
 	dir := testmod.New(t, "sqltx", loadModule(t, "sqltx"))
 	path := toolPath(t)
 	r := sh(t, dir, path, nil, "idemgen", "./...")

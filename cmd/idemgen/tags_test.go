@@ -16,6 +16,7 @@ import (
 // package builds and vets with and without the tag, and idemgen -check
 // (given no tags) checks the tagged package, so a stale output fails it.
 func TestBuildTags(t *testing.T) {
+	t.Parallel()
 	svc := `//go:build pro
 
 package svc

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -585,33 +586,60 @@ func pattern(names []string) string {
 		strings.Join(slices.Sorted(maps.Keys(subs)), "|") + ")$"
 }
 
-// runGenerated runs the example's generated tests (with the overlay file, if
-// not empty) and parses go test -json's events. The child runs without -race
-// and without vet: it only has to tell passing from failing tests.
-func runGenerated(t *testing.T, root, overlay, run string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	args := []string{"test", "-json", "-vet=off", "-timeout=2m", "-count=1", "-run", run}
+// slots bound the go test runs of the generated tests that go at once:
+// building a test binary keeps a core busy, while running one mostly waits
+// on its PostgreSQL, so twice as many runs as builds go side by side.
+type slots struct{ build, run chan struct{} }
+
+func newSlots() slots {
+	n := runtime.GOMAXPROCS(0)
+	return slots{build: make(chan struct{}, n), run: make(chan struct{}, 2*n)}
+}
+
+// runGenerated builds the example's test binary into dir (with the overlay
+// file, if not empty) and runs the generated tests run selects, parsing
+// their events as go test -json reports them (go tool test2json). The
+// child builds without -race and without vet: it only has to tell passing
+// from failing tests. A build failure is a failed run whose build output
+// says why; only a go command that cannot be run at all is an error.
+func runGenerated(ctx context.Context, s slots, root, dir, overlay, run string) (result, error) {
+	start := time.Now()
+	r := result{output: map[string]string{}}
+	bin := filepath.Join(dir, "example.test")
+	args := []string{"test", "-c", "-vet=off", "-o", bin}
 	if overlay != "" {
 		args = append(args, "-overlay="+overlay)
 	}
 	args = append(args, target)
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), envChild+"=1")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	r := result{elapsed: time.Since(start), output: map[string]string{}}
+	s.build <- struct{}{}
+	out, err := goCommand(ctx, root, args...).CombinedOutput()
+	<-s.build
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
-		require.NoError(t, err, "run go %s", strings.Join(args, " "))
+		return r, fmt.Errorf("run go %s: %w", strings.Join(args, " "), err)
+	}
+	var build strings.Builder
+	build.Write(out)
+	if err != nil {
+		r.build, r.elapsed = build.String(), time.Since(start)
+		return r, nil
+	}
+
+	s.run <- struct{}{}
+	defer func() { <-s.run }()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	args = []string{"tool", "test2json", bin, "-test.v=test2json", "-test.paniconexit0", "-test.timeout=2m", "-test.count=1", "-test.run=" + run}
+	cmd := goCommand(ctx, filepath.Join(root, target), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	r.elapsed = time.Since(start)
+	if err != nil && !errors.As(err, &exitErr) {
+		return r, fmt.Errorf("run go %s: %w", strings.Join(args, " "), err)
 	}
 	r.passed = err == nil
 
-	var build strings.Builder
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
 	for sc.Scan() {
@@ -636,12 +664,60 @@ func runGenerated(t *testing.T, root, overlay, run string) result {
 			}
 		}
 	}
-	require.NoError(t, sc.Err(), "read go test -json output")
+	if err := sc.Err(); err != nil {
+		return r, fmt.Errorf("read the test events: %w", err)
+	}
 	build.WriteString(stderr.String())
 	r.build = build.String()
 	sort.Strings(r.ran)
 	sort.Strings(r.failed)
-	return r
+	return r, nil
+}
+
+// goCommand is the go command run in dir as a child of this test.
+func goCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), envChild+"=1")
+	return cmd
+}
+
+// pending is a run of the generated tests started in the background; done
+// is closed when r and err hold its outcome.
+type pending struct {
+	done chan struct{}
+	r    result
+	err  error
+}
+
+// startRun writes m's overlay into a directory of its own and starts the
+// run of the generated tests pattern selects against it, under s. An edit
+// that does not apply is the run's error.
+func startRun(ctx context.Context, t *testing.T, wg *sync.WaitGroup, s slots, root string, m mutation, pattern string) *pending {
+	t.Helper()
+	p := &pending{done: make(chan struct{})}
+	dir := t.TempDir()
+	overlay, err := writeOverlay(root, dir, m)
+	if err != nil {
+		p.err = err
+		close(p.done)
+		return p
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(p.done)
+		p.r, p.err = runGenerated(ctx, s, root, dir, overlay, pattern)
+	}()
+	return p
+}
+
+// wait returns the run's result, failing t if it could not be run.
+func (p *pending) wait(t *testing.T) result {
+	t.Helper()
+	<-p.done
+	require.NoError(t, p.err)
+	return p.r
 }
 
 // leaves returns the subtests among names (dropping parents of subtests).
@@ -656,38 +732,57 @@ func leaves(names []string) []string {
 }
 
 // mutate writes the mutated copies of m's files and the overlay that swaps
-// them in under dir, and returns the overlay's path. Every edit must match
-// exactly once in the text it is applied to (earlier edits of the same file
-// included).
+// them in under dir, and returns the overlay's path (writeOverlay).
 func mutate(t *testing.T, root, dir string, m mutation) string {
 	t.Helper()
+	overlay, err := writeOverlay(root, dir, m)
+	require.NoError(t, err)
+	return overlay
+}
+
+// writeOverlay writes the mutated copies of m's files and the overlay that
+// swaps them in under dir, and returns the overlay's path. Every edit must
+// match exactly once in the text it is applied to (earlier edits of the
+// same file included).
+func writeOverlay(root, dir string, m mutation) (string, error) {
 	texts := map[string]string{}
 	var order []string
 	for _, e := range m.edits {
 		text, ok := texts[e.file]
 		if !ok {
 			b, err := os.ReadFile(filepath.Join(root, "runtime", "idem", e.file))
-			require.NoError(t, err)
+			if err != nil {
+				return "", fmt.Errorf("mutation %s: %w", m.name, err)
+			}
 			text = string(b)
 			order = append(order, e.file)
 		}
-		require.Equalf(t, 1, strings.Count(text, e.old),
-			"mutation %s no longer applies to runtime/idem/%s: the text it replaces is gone or ambiguous; update the mutation to the runtime's new source:\n%s",
-			m.name, e.file, e.old)
+		if n := strings.Count(text, e.old); n != 1 {
+			return "", fmt.Errorf("mutation %s no longer applies to runtime/idem/%s: the text it replaces occurs %d times, not once (gone or ambiguous); update the mutation to the runtime's new source:\n%s",
+				m.name, e.file, n, e.old)
+		}
 		texts[e.file] = strings.Replace(text, e.old, e.new, 1)
 	}
 	replace := map[string]string{}
 	for _, f := range order {
 		path := filepath.Join(dir, strings.ReplaceAll(f, "../", "up/"))
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(texts[f]), 0o644))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return "", fmt.Errorf("mutation %s: %w", m.name, err)
+		}
+		if err := os.WriteFile(path, []byte(texts[f]), 0o644); err != nil {
+			return "", fmt.Errorf("mutation %s: %w", m.name, err)
+		}
 		replace[filepath.Join(root, "runtime", "idem", f)] = path
 	}
 	overlay, err := json.Marshal(map[string]map[string]string{"Replace": replace})
-	require.NoError(t, err)
+	if err != nil {
+		return "", fmt.Errorf("mutation %s: %w", m.name, err)
+	}
 	path := filepath.Join(dir, "overlay.json")
-	require.NoError(t, os.WriteFile(path, overlay, 0o644))
-	return path
+	if err := os.WriteFile(path, overlay, 0o644); err != nil {
+		return "", fmt.Errorf("mutation %s: %w", m.name, err)
+	}
+	return path, nil
 }
 
 // failureReport is a run's failing tests with their output, for messages.
@@ -705,11 +800,14 @@ func failureReport(r result) string {
 
 // TestMutationsApply checks, without a database, that every mutation still
 // matches the runtime's source exactly once per edit and that the mutated
-// runtime still builds (a mutation that cannot build proves nothing).
+// runtime still builds (a mutation that cannot build proves nothing). The
+// builds it makes are the ones the mutants' test binaries reuse from the
+// build cache.
 func TestMutationsApply(t *testing.T) {
 	root := repoRoot(t)
 	for _, m := range mutations() {
 		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
 			require.NotEmpty(t, m.edits)
 			require.NotEmpty(t, m.caught)
 			dir := t.TempDir()
@@ -733,9 +831,11 @@ func TestMutationsApply(t *testing.T) {
 // against the runtime as it is, overlaid by unchanged copies (they must pass,
 // so any later failure is the mutation's doing), then, for each mutation,
 // only the generated subtests expected to catch it, and asserts that each of
-// them fails for the named reason. The mutations run side by side (go test
-// -parallel); each builds its own copy of the runtime and starts its own
-// PostgreSQL. It ends with the kill table: each mutation and the generated
+// them fails for the named reason. Every run starts at once in the
+// background (newSlots bounds how many build and how many run side by
+// side); each builds its own test binary against its copy of the runtime
+// and starts its own PostgreSQL, and each mutation's subtest waits for its
+// run. It ends with the kill table: each mutation and the generated
 // subtests that caught it.
 func TestGeneratedTestsCatchMutations(t *testing.T) {
 	if os.Getenv(envChild) != "" {
@@ -744,28 +844,42 @@ func TestGeneratedTestsCatchMutations(t *testing.T) {
 	}
 	root := repoRoot(t)
 	start := time.Now()
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	s := newSlots()
 
-	control := runGenerated(t, root, mutate(t, root, t.TempDir(), unchanged(mutations())), runPattern)
-	require.Truef(t, control.passed, "the generated tests must pass against the unmutated runtime\n%s", failureReport(control))
-	generated := leaves(control.ran)
-	require.NotEmpty(t, generated, "no generated subtests ran:\n%s", control.build)
-	t.Logf("control: all %d generated subtests passed in %s", len(generated), control.elapsed.Round(100*time.Millisecond))
+	ms := mutations()
+	control := startRun(ctx, t, &wg, s, root, unchanged(ms), runPattern)
+	runs := make([]*pending, len(ms))
+	for i, m := range ms {
+		runs[i] = startRun(ctx, t, &wg, s, root, m, pattern(slices.Sorted(maps.Keys(m.caught))))
+	}
+	// Registered after the runs' directories, so it runs before they are
+	// removed: no run outlives the test.
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
 
-	var mu sync.Mutex
+	c := control.wait(t)
+	require.Truef(t, c.passed, "the generated tests must pass against the unmutated runtime\n%s", failureReport(c))
+	generated := leaves(c.ran)
+	require.NotEmpty(t, generated, "no generated subtests ran:\n%s", c.build)
+	t.Logf("control: all %d generated subtests passed in %s", len(generated), c.elapsed.Round(100*time.Millisecond))
+
 	kills := map[string][]string{}
 	t.Cleanup(func() {
 		t.Log(killTable(kills))
 		t.Logf("the control run and the mutations took %s", time.Since(start).Round(100*time.Millisecond))
 	})
-	for _, m := range mutations() {
+	for i, m := range ms {
 		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
 			t.Log("bug: " + m.bug)
 			names := slices.Sorted(maps.Keys(m.caught))
 			for _, name := range names {
 				require.Containsf(t, generated, name, "%s names a generated subtest the control run did not run", m.name)
 			}
-			r := runGenerated(t, root, mutate(t, root, t.TempDir(), m), pattern(names))
+			r := runs[i].wait(t)
 			require.Falsef(t, r.passed, "the generated tests passed with the mutation applied: they do not catch it\n%s", r.build)
 			failed := leaves(r.failed)
 			require.NotEmptyf(t, failed, "the run failed but no generated subtest did (did the mutated runtime build?)\n%s", r.build)
@@ -780,10 +894,8 @@ func TestGeneratedTestsCatchMutations(t *testing.T) {
 					notes = append(notes, fmt.Sprintf("%s: %s", name, m.caught[name].FindString(out)))
 				}
 			}
-			mu.Lock()
 			kills[m.name] = killed
-			mu.Unlock()
-			t.Logf("ran %d generated subtests in %s; caught by:\n  %s", len(leaves(r.ran)), r.elapsed.Round(100*time.Millisecond),
+			t.Logf("ran %d generated subtests in %s (build, wait and run); caught by:\n  %s", len(leaves(r.ran)), r.elapsed.Round(100*time.Millisecond),
 				strings.Join(notes, "\n  "))
 			if testing.Verbose() {
 				t.Logf("their failures:\n%s", failureReport(r))

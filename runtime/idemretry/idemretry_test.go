@@ -106,8 +106,11 @@ func TestDo(t *testing.T) {
 	assert.Same(t, failure, err, "the last attempt's error, unwrapped")
 	assert.Equal(t, []int{1, 2, 3, 4}, calls, "MaxAttempts, not one more")
 
+	// The wait is an hour, so only the cancelled context ends it: with p's
+	// microsecond the timer could fire first and the loop go on.
+	patient := idemretry.Policy{MaxAttempts: 4, BaseDelay: time.Hour, MaxDelay: time.Hour}
 	ctx, cancel := context.WithCancel(context.Background())
-	err = p.Do(ctx, func(int) error { return failure }, retryFailures, func(int, error) { cancel() })
+	err = patient.Do(ctx, func(int) error { return failure }, retryFailures, func(int, error) { cancel() })
 	var gaveUp *idemretry.GaveUpError
 	assert.ErrorAs(t, err, &gaveUp)
 	assert.ErrorIs(t, err, context.Canceled)
