@@ -295,7 +295,11 @@ func (r *renderer) files(d fileData, up, down []stmt, version uint64, width int,
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return r.format.Files(name, m), nil
+	files, err := r.format.Files(name, m)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	return files, nil
 }
 
 // rollback says how to undo a migration with the format's tool; what says

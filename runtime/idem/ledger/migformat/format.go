@@ -9,6 +9,7 @@
 package migformat
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -60,7 +61,8 @@ const (
 )
 
 // Format is one migration tool's file layout: what the generator writes for
-// it, and how the tool reads a file back.
+// it, and how the tool reads a file back. Formats come from Lookup; the zero
+// Format is none, and its Files and Up fail.
 type Format struct {
 	// Name is the format's name, as -migration-format and
 	// idemtest.Migrations spell it.
@@ -135,10 +137,13 @@ func (f Format) UpSuffix() string {
 }
 
 // Files lays m out in the format's files, named after base (see FileNames).
-func (f Format) Files(base string, m Migration) map[string][]byte {
+func (f Format) Files(base string, m Migration) (map[string][]byte, error) {
+	if f.up == nil {
+		return nil, errNone()
+	}
 	upName, downName := f.FileNames(base)
 	if f.Down == DownFile {
-		return map[string][]byte{upName: []byte(m.Header + m.Up), downName: []byte(m.DownHeader + m.Down)}
+		return map[string][]byte{upName: []byte(m.Header + m.Up), downName: []byte(m.DownHeader + m.Down)}, nil
 	}
 	l := f.sections(m.NoTx)
 	var b strings.Builder
@@ -152,7 +157,12 @@ func (f Format) Files(base string, m Migration) map[string][]byte {
 		b.WriteString(section(l.down))
 		b.WriteString(m.Down)
 	}
-	return map[string][]byte{upName: []byte(b.String())}
+	return map[string][]byte{upName: []byte(b.String())}, nil
+}
+
+// errNone is the error of a Format that did not come from Lookup.
+func errNone() error {
+	return errors.New("migformat: the zero Format is no format: get one from Lookup")
 }
 
 // section is the text that opens a section: a blank line, then its marker
@@ -193,5 +203,8 @@ type Script struct {
 // whether they run in one transaction, as the format's tool reads the file:
 // down sections and marker lines are left out.
 func (f Format) Up(src string) (Script, error) {
+	if f.up == nil {
+		return Script{}, errNone()
+	}
 	return f.up(src)
 }

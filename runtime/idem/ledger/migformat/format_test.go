@@ -26,6 +26,12 @@ func TestNames(t *testing.T) {
 	}
 	_, err := Lookup("flyway")
 	assert.EqualError(t, err, `unknown migration format "flyway": use one of goose, golang-migrate, tern, dbmate, atlas, plain`)
+
+	var zero Format
+	_, err = zero.Files("00001_a", Migration{Up: "\nSELECT 1;\n"})
+	assert.ErrorContains(t, err, "Lookup")
+	_, err = zero.Up("SELECT 1;")
+	assert.ErrorContains(t, err, "Lookup")
 }
 
 // TestFileNames: an up file ends with UpSuffix; a down file, where there is
@@ -85,7 +91,8 @@ func TestWrittenFilesReadBack(t *testing.T) {
 // statements are in the down file or section, never in the up part.
 func readBack(t *testing.T, f Format, m Migration) Script {
 	t.Helper()
-	files := f.Files("00001_a", m)
+	files, err := f.Files("00001_a", m)
+	require.NoError(t, err)
 	upName, downName := f.FileNames("00001_a")
 	want := map[Down]int{DownSection: 1, DownFile: 2, DownPlanned: 1}[f.Down]
 	require.Len(t, files, want)
