@@ -282,8 +282,8 @@ func (r *renderer) files(d fileData, up, down []stmt, version uint64, width int,
 	d.Rollback = strings.ReplaceAll(d.Rollback, "{down}", downName)
 	m := migformat.Migration{NoTx: d.NoTx}
 	var errs []error
-	exec := func(name string, data any) string {
-		b, err := r.exec(name, data)
+	exec := func(tmpl string, data any) string {
+		b, err := r.exec(tmpl, data)
 		errs = append(errs, err)
 		return string(b)
 	}
