@@ -25,23 +25,23 @@ const module = "github.com/idemgen/idemgen/"
 // is decided.
 //
 // The lists are of dependencies, direct or not; the module's data and
-// leaf packages (templates, runtime/idem/ledger) may be reached by any.
+// leaf packages (templates, runtime/idem/ledger and its migformat) may be
+// reached by any.
 var layers = map[string][]string{
 	"gen/ir":                 {},
 	"gen/stamp":              {},
 	"gen/migrations":         {"gen/stamp"}, // a deleted migration is written back only if its recorded sum matches
 	"gen/internal/diag":      {},
 	"gen/internal/names":     {"gen/ir", "gen/stamp"},
-	"gen/internal/directive": {"gen/internal/diag", "gen/migrations", "gen/stamp"},
-	"gen/internal/load":      {"gen/internal/diag", "gen/internal/directive", "gen/internal/names", "gen/ir", "gen/stamp", "gen/migrations"},
-	"gen/internal/analyze": {"gen/internal/diag", "gen/internal/directive", "gen/internal/load", "gen/internal/names", "gen/ir",
-		"gen/stamp", "gen/migrations"},
-	"gen/internal/golang": {"gen/ir", "gen/internal/names", "gen/stamp"},
-	"gen/internal/gotest": {"gen/ir", "gen/internal/names", "gen/internal/golang", "gen/stamp"},
+	"gen/internal/directive": {"gen/internal/diag"}, // no emitter: the migration formats come from migformat, a leaf
+	"gen/internal/load":      {"gen/internal/diag", "gen/internal/directive", "gen/internal/names", "gen/ir", "gen/stamp"},
+	"gen/internal/analyze":   {"gen/internal/diag", "gen/internal/directive", "gen/internal/load", "gen/internal/names", "gen/ir", "gen/stamp"},
+	"gen/internal/golang":    {"gen/ir", "gen/internal/names", "gen/stamp"},
+	"gen/internal/gotest":    {"gen/ir", "gen/internal/names", "gen/internal/golang", "gen/stamp"},
 }
 
 // leaves may be reached from any layer.
-var leaves = []string{"templates", "runtime/idem/ledger"}
+var leaves = []string{"templates", "runtime/idem/ledger", "runtime/idem/ledger/migformat"}
 
 // forbidden are the dependencies a layer must not reach, even indirectly:
 // the model is plain data, and the emitters print it without type-checking

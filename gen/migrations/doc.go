@@ -3,7 +3,9 @@
 // Atlas or plain SQL run by psql.
 //
 // The DDL comes from ledger.New (runtime/idem/ledger), the one definition the runtime's
-// queries use too. Plan is a pure function from the directory's current files
+// queries use too; each tool's file layout (names, up and down sections,
+// no-transaction markers) comes from its migformat.Format, through which
+// the test harness (runtime/idemtest) reads the files back. Plan is a pure function from the directory's current files
 // to the files it must hold:
 //
 //   - An existing migration is never rewritten. Each idemgen migration records

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
+	"github.com/idemgen/idemgen/runtime/idem/ledger/migformat"
 )
 
 // InlineTable is a business table that inline-mode methods keep their keys
@@ -40,7 +41,7 @@ func (r *renderer) inlinePlan(tables []InlineTable, st dirState, existing map[st
 		methods := slices.Sorted(slices.Values(it.Methods))
 		cfg := r.cfg
 		cfg.Methods = methods
-		ri := &renderer{cfg: cfg, ledger: ledger.Schema{Table: s.Table, Indexes: []ledger.Index{s.Index()}}, tmpl: r.tmpl,
+		ri := &renderer{cfg: cfg, format: r.format, ledger: ledger.Schema{Table: s.Table, Indexes: []ledger.Index{s.Index()}}, tmpl: r.tmpl,
 			assumes: inlineAssumes(s.Table, existing)}
 
 		have := st.tables[name]
@@ -122,7 +123,7 @@ func inlineAssumes(table ledger.Ident, existing map[string][]byte) string {
 	re := regexp.MustCompile(`(?is)\bcreate\s+(?:unlogged\s+)?table\s+(?:if\s+not\s+exists\s+)?` + schema + `"?` + name + `"?\s*\(`)
 	var creators []string
 	for _, n := range slices.Sorted(maps.Keys(existing)) {
-		if isOwned(existing[n]) || strings.HasSuffix(n, ".down.sql") {
+		if isOwned(existing[n]) || strings.HasSuffix(n, migformat.DownSuffix) {
 			continue
 		}
 		if re.Match(existing[n]) {

@@ -39,10 +39,6 @@ func lockBudget(statement time.Duration) time.Duration { return statement / 2 }
 func (r *renderer) lockStmt(table ledger.Ident) stmt {
 	wait := min(LockAttemptWait, r.cfg.LockTimeout)
 	budget := lockBudget(r.cfg.StatementTimeout)
-	begin, end := "", ""
-	if r.cfg.Format == "goose" {
-		begin, end = "-- +goose StatementBegin\n", "\n-- +goose StatementEnd"
-	}
 	q := table.Quoted()
 	sql := fmt.Sprintf(`DO $$
 DECLARE
@@ -74,6 +70,6 @@ $$;`, q, pgDuration(budget), lockFirstPause.Seconds(), pgDuration(wait), quoteLi
 	return stmt{
 		Why: []string{fmt.Sprintf("Take the table's ACCESS EXCLUSIVE lock first, in attempts of at most %s: while a lock request waits, every writer of the table queues behind it, so a long wait (behind a report's open transaction) would stall them all. A refused attempt steps back, letting the writers go on, sleeps with backoff and tries again, for up to %s in all. The statements below then run under the lock without waiting.",
 			wait, budget)},
-		SQL: begin + sql + end,
+		SQL: r.format.Block(sql),
 	}
 }

@@ -1,6 +1,7 @@
 package migrations
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
+	"github.com/idemgen/idemgen/runtime/idem/ledger/migformat"
 )
 
 // stmt is one group of SQL lines in a migration, with the comment lines a
@@ -45,12 +47,9 @@ type fileData struct {
 	LockAttempt string // longest wait of one lock attempt (lockStmt)
 	LockBudget  string // how long the lock attempts go on in all
 
-	Rollback   string
-	State      string
-	Directives []string
-	NoTx       bool
-	Up, Down   []stmt
-	Stmts      []stmt // one-direction formats: the statements of this file
+	Rollback string
+	State    string
+	NoTx     bool // the migration runs outside a transaction
 }
 
 type columnData struct{ Name, Comment string }
@@ -66,34 +65,6 @@ func pgDuration(d time.Duration) string {
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-// toolTx reports whether the tool wraps each migration in a transaction of
-// its own (as opposed to files that say BEGIN/COMMIT themselves).
-func toolTx(format string) bool {
-	switch format {
-	case "goose", "tern", "dbmate", "atlas":
-		return true
-	}
-	return false
-}
-
-// toolName is the display name of a format's tool.
-func toolName(format string) string {
-	switch format {
-	case "atlas":
-		return "Atlas"
-	case "plain":
-		return "psql"
-	}
-	return format
-}
-
-// loneStatement reports whether the tool runs a migration without a
-// transaction as a single statement, so that SET lock_timeout and the
-// concurrent build must live in separate migrations.
-func loneStatement(format string) bool {
-	return format == "golang-migrate" || format == "dbmate"
-}
 
 // render turns one step into files, numbered from version; it returns how
 // many version numbers it used.
@@ -117,12 +88,10 @@ func (r *renderer) slug(verb, name string) string {
 	return "idemgen_" + verb + "_" + strings.ReplaceAll(name, ".", "_")
 }
 
-func fileName(format string, version uint64, width int, slug, part string) string {
-	base := fmt.Sprintf("%0*d_%s", width, version, slug)
-	if format == "golang-migrate" || format == "plain" {
-		return base + "." + part + ".sql"
-	}
-	return base + ".sql"
+// versionName is the name of a migration without its direction and
+// extension: the version, zero-padded to width digits, and the slug.
+func versionName(version uint64, width int, slug string) string {
+	return fmt.Sprintf("%0*d_%s", width, version, slug)
 }
 
 // base fills the fields every file shares.
@@ -133,7 +102,7 @@ func (r *renderer) base(kind string) fileData {
 		methods = []string{"(no method yet)"}
 	}
 	return fileData{
-		Tool:        toolName(r.cfg.Format),
+		Tool:        r.format.Tool,
 		Kind:        kind,
 		Table:       l.Table.String(),
 		TableQuoted: l.Table.Quoted(),
@@ -160,7 +129,7 @@ func (r *renderer) setTimeouts(local bool, lock, statement string) stmt {
 // transaction, or the file-level squawk exemption where the tool runs the
 // file in a transaction squawk cannot see.
 func (r *renderer) txWrap(stmts []stmt, first bool) []stmt {
-	if toolTx(r.cfg.Format) {
+	if r.format.ToolTx {
 		if !first {
 			return stmts
 		}
@@ -178,7 +147,7 @@ func (r *renderer) txWrap(stmts []stmt, first bool) []stmt {
 // ignoreInTx returns rule when squawk cannot see the migration's
 // transaction (the tool opens it), "" when the file says BEGIN itself.
 func (r *renderer) ignoreInTx(rule string) string {
-	if toolTx(r.cfg.Format) {
+	if r.format.ToolTx {
 		return rule
 	}
 	return ""
@@ -308,62 +277,40 @@ func (r *renderer) alterData(s step) fileData {
 // files renders a migration with up and down statements into the format's
 // file(s) at one version.
 func (r *renderer) files(d fileData, up, down []stmt, version uint64, width int, slug string) (map[string][]byte, error) {
-	out := map[string][]byte{}
-	switch r.cfg.Format {
-	case "golang-migrate", "plain":
-		upName := fileName(r.cfg.Format, version, width, slug, "up")
-		downName := fileName(r.cfg.Format, version, width, slug, "down")
-		d.Rollback = strings.ReplaceAll(d.Rollback, "{down}", downName)
-		du := d
-		du.Stmts = up
-		b, err := r.exec(r.cfg.Format, du)
-		if err != nil {
-			return nil, err
-		}
-		out[upName] = b
-		dd := d
-		dd.State = ""
-		dd.Stmts = down
-		if b, err = r.exec(r.cfg.Format, dd); err != nil {
-			return nil, err
-		}
-		out[downName] = b
-	default:
-		d.Up, d.Down = up, down
-		if r.cfg.Format == "atlas" && d.NoTx {
-			d.Directives = append(d.Directives, "-- atlas:txmode none")
-		}
-		b, err := r.exec(r.cfg.Format, d)
-		if err != nil {
-			return nil, err
-		}
-		out[fileName(r.cfg.Format, version, width, slug, "")] = b
+	name := versionName(version, width, slug)
+	_, downName := r.format.FileNames(name)
+	d.Rollback = strings.ReplaceAll(d.Rollback, "{down}", downName)
+	m := migformat.Migration{NoTx: d.NoTx}
+	var errs []error
+	exec := func(tmpl string, data any) string {
+		b, err := r.exec(tmpl, data)
+		errs = append(errs, err)
+		return string(b)
 	}
-	return out, nil
+	m.Header, m.Up, m.Down = exec("header", d), exec("stmts", up), exec("stmts", down)
+	if downName != "" {
+		d.State = ""
+		m.DownHeader = exec("header", d)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	files, err := r.format.Files(name, m)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	return files, nil
 }
 
 // rollback says how to undo a migration with the format's tool; what says
-// what the down migration does, manual is the SQL for atlas, which plans
-// rollbacks itself.
+// what the down migration does, manual is the SQL for a tool that plans
+// rollbacks itself (atlas).
 func (r *renderer) rollback(what, manual string) string {
-	switch r.cfg.Format {
-	case "goose":
-		return "goose down runs the Down section below, which " + what
-	case "golang-migrate":
-		return "migrate down 1 runs {down}, which " + what
-	case "tern":
-		return "tern migrate --destination -1 runs the section below the separator line, which " + what
-	case "dbmate":
-		return "dbmate rollback runs the migrate:down section below, which " + what
-	case "atlas":
-		s := "atlas migrate down plans the reverse of this file against your dev database and applies it: it " + what
-		if manual != "" {
-			s += " By hand: " + manual
-		}
-		return s
-	default:
-		return "run {down} (psql -v ON_ERROR_STOP=1 -f), which " + what
+	s := r.format.Rollback + what
+	if r.format.Down == migformat.DownPlanned && manual != "" {
+		s += " By hand: " + manual
 	}
+	return s
 }
 
 func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]byte, uint64, error) {
@@ -393,7 +340,7 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 	drop := stmt{Why: []string{"A rollback drops the index without blocking writes."}, SQL: fmt.Sprintf("DROP INDEX CONCURRENTLY IF EXISTS %s;", qname)}
 	check := stmt{Why: []string{"Stop here if the build failed and left an INVALID index (see the header)."}, SQL: r.validCheck(qname)}
 
-	if !loneStatement(r.cfg.Format) {
+	if !r.format.Lone {
 		up := []stmt{set, build, check, reset}
 		down := []stmt{set, drop, reset}
 		d.Rollback = r.rollback("drops the index without blocking writes.", fmt.Sprintf("DROP INDEX CONCURRENTLY IF EXISTS %s;", qname))
@@ -404,13 +351,13 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 	// golang-migrate and dbmate run a no-transaction migration as one
 	// statement: the session settings go in migrations of their own before
 	// and after it, run on the same connection.
-	setName := fileName(r.cfg.Format, version, width, slug+"_timeouts", "up")
-	ixName := fileName(r.cfg.Format, version+1, width, slug, "up")
-	resetName := fileName(r.cfg.Format, version+2, width, slug+"_check", "up")
+	setName := versionName(version, width, slug+"_timeouts")
+	ixName := versionName(version+1, width, slug)
+	resetName := versionName(version+2, width, slug+"_check")
 	exempt := "require-lock-timeout, require-statement-timeout"
-	build.Why = append(build.Why, "lock_timeout and statement_timeout are set by "+versionPart(setName)+", just before.")
+	build.Why = append(build.Why, "lock_timeout and statement_timeout are set by "+setName+", just before.")
 	build.Ignore = exempt
-	drop.Why = append(drop.Why, "lock_timeout and statement_timeout are set by the rollback of "+versionPart(resetName)+", just before.")
+	drop.Why = append(drop.Why, "lock_timeout and statement_timeout are set by the rollback of "+resetName+", just before.")
 	drop.Ignore = exempt
 	out := map[string][]byte{}
 	add := func(files map[string][]byte, err error) error {
@@ -421,14 +368,14 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 		return nil
 	}
 	steps := 3
-	d.Companions = []string{versionPart(setName), versionPart(resetName)}
-	d.Rollback = lonelyRollback(r.cfg.Format, ixName, setName, resetName)
+	d.Companions = []string{setName, resetName}
+	d.Rollback = r.lonelyRollback(ixName, setName, resetName)
 	if err := add(r.files(d, []stmt{build}, []stmt{drop}, version+1, width, slug)); err != nil {
 		return nil, 0, err
 	}
 
 	ds := r.base("timeouts")
-	ds.IndexName, ds.IndexQuoted, ds.Companions0 = name, qname, versionPart(ixName)
+	ds.IndexName, ds.IndexQuoted, ds.Companions0 = name, qname, ixName
 	ds.State = fileState{format: r.cfg.Format, table: l.Table.String()}.String()
 	ds.Rollback = r.rollback("resets the settings.", "")
 	if err := add(r.files(ds, []stmt{set}, []stmt{reset}, version, width, slug+"_timeouts")); err != nil {
@@ -436,9 +383,9 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 	}
 
 	dr := r.base("reset")
-	dr.IndexName, dr.IndexQuoted, dr.Companions0 = name, qname, versionPart(ixName)
+	dr.IndexName, dr.IndexQuoted, dr.Companions0 = name, qname, ixName
 	dr.State = ds.State
-	dr.Rollback = r.rollback("sets the timeouts again for the rollback of "+versionPart(ixName)+".", "")
+	dr.Rollback = r.rollback("sets the timeouts again for the rollback of "+ixName+".", "")
 	if err := add(r.files(dr, []stmt{check, reset}, []stmt{set}, version+2, width, slug+"_check")); err != nil {
 		return nil, 0, err
 	}
@@ -447,37 +394,21 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 
 // lonelyRollback says how to roll back a concurrent build split over three
 // migrations.
-func lonelyRollback(format, ixName, setName, resetName string) string {
-	cmd := "migrate down 3"
-	if format == "dbmate" {
-		cmd = "dbmate rollback, three times,"
-	}
+func (r *renderer) lonelyRollback(ixName, setName, resetName string) string {
 	return fmt.Sprintf("%s rolls back %s (which sets the timeouts again), %s (which drops the index without blocking writes) and %s (which resets the timeouts), in that order.",
-		cmd, versionPart(resetName), versionPart(ixName), versionPart(setName))
-}
-
-// versionPart is the name of a migration without its direction and
-// extension.
-func versionPart(name string) string {
-	name = strings.TrimSuffix(name, ".sql")
-	name = strings.TrimSuffix(name, ".up")
-	return name
+		r.format.RollbackThree, resetName, ixName, setName)
 }
 
 // validCheck fails when the index exists but is INVALID.
 func (r *renderer) validCheck(qname string) string {
-	begin, end := "", ""
-	if r.cfg.Format == "goose" {
-		begin, end = "-- +goose StatementBegin\n", "\n-- +goose StatementEnd"
-	}
 	msg := quoteLiteral("index % is INVALID after a failed concurrent build: drop it with DROP INDEX CONCURRENTLY and run this migration again")
-	return begin + fmt.Sprintf(`DO $$
+	return r.format.Block(fmt.Sprintf(`DO $$
 BEGIN
     IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass(%s) AND NOT indisvalid) THEN
         RAISE EXCEPTION %s, %s;
     END IF;
 END
-$$;`, quoteLiteral(qname), msg, quoteLiteral(qname)) + end
+$$;`, quoteLiteral(qname), msg, quoteLiteral(qname)))
 }
 
 func storageAssign(m map[string]string, eq string) string {

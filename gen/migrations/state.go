@@ -131,14 +131,9 @@ type dirState struct {
 	maxDigits  int                    // digits of that prefix as written
 }
 
-// width returns the zero-padded width of new version numbers.
-func (s dirState) width(format string) int {
-	w := map[string]int{"golang-migrate": 6, "tern": 3}[format]
-	if w == 0 {
-		w = 5
-	}
-	return max(w, s.maxDigits)
-}
+// width returns the zero-padded width of new version numbers: the format's,
+// or more if the directory's highest version has more digits.
+func (s dirState) width(format int) int { return max(format, s.maxDigits) }
 
 // versionOf returns the numeric prefix of a migration file name such as
 // 00012_name.sql, and its digit count.

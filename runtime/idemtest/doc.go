@@ -48,8 +48,10 @@
 // atlas, plain). Only the up migrations run, each as its tool runs it: in one
 // transaction, or statement by statement when the file says so (goose's NO
 // TRANSACTION, tern's disable-tx, dbmate's transaction:false, atlas's
-// txmode none), so CREATE INDEX CONCURRENTLY works. The files are parsed
-// here, so tests need none of the tools. Before applying, New checks that
+// txmode none), so CREATE INDEX CONCURRENTLY works. The files are read
+// through package migformat (runtime/idem/ledger/migformat), the description
+// of each format the generator writes through too, so tests need none of the
+// tools. Before applying, New checks that
 // every migration idemgen generated is still there, unchanged and in order,
 // and fails the test naming the file otherwise; [Migrations.Check] does the
 // same without a database. The set is applied once per test binary into a

@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemgen/idemgen/runtime/idem/ledger/migformat"
 )
 
 // Migrations is a package's migration directory in one tool's format.
@@ -87,9 +89,10 @@ type migrationFile struct {
 // migrationSet is a directory's up migrations in version order, read and
 // checked.
 type migrationSet struct {
-	m     Migrations
-	files []migrationFile
-	key   string // identifies the set: format, directory and every file's name and bytes
+	m      Migrations
+	format migformat.Format
+	files  []migrationFile
+	key    string // identifies the set: format, directory and every file's name and bytes
 }
 
 // versionPrefix matches the version at the start of a migration's name.
@@ -98,19 +101,20 @@ var versionPrefix = regexp.MustCompile(`^([0-9]+)`)
 // load reads m.Dir, keeps the format's up migrations in version order and
 // checks m.Generated against the directory.
 func (m Migrations) load() (*migrationSet, error) {
-	if _, err := upSuffix(m.Format); err != nil {
-		return nil, err
+	format, err := migformat.Lookup(m.Format)
+	if err != nil {
+		return nil, fmt.Errorf("idemtest: %w", err)
 	}
 	entries, err := os.ReadDir(m.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("idemtest: read migrations: %w", err)
 	}
-	set := &migrationSet{m: m}
+	set := &migrationSet{m: m, format: format}
 	var errs []error
 	names := map[string]bool{}
 	for _, e := range entries {
 		names[e.Name()] = true
-		f, ok, err := m.migrationFile(e)
+		f, ok, err := m.migrationFile(format, e)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -119,7 +123,7 @@ func (m Migrations) load() (*migrationSet, error) {
 		}
 	}
 	slices.SortStableFunc(set.files, func(a, b migrationFile) int { return compareVersions(a, b) })
-	errs = append(errs, m.checkVersions(set.files)...)
+	errs = append(errs, m.checkVersions(format, set.files)...)
 	errs = append(errs, m.checkGenerated(names)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -138,23 +142,12 @@ func (m Migrations) load() (*migrationSet, error) {
 	return set, nil
 }
 
-// upSuffix is the ending of the name of the format's up migrations.
-func upSuffix(format string) (string, error) {
-	switch format {
-	case "goose", "tern", "dbmate", "atlas":
-		return ".sql", nil
-	case "golang-migrate", "plain":
-		return ".up.sql", nil
-	}
-	return "", fmt.Errorf("idemtest: unknown migration format %q: use goose, golang-migrate, tern, dbmate, atlas or plain", format)
-}
-
-// migrationFile reads e if it is an up migration of m's format. Other files
+// migrationFile reads e if it is an up migration in format. Other files
 // (atlas.sum, down migrations, Go files, directories) are not migrations to
 // apply; an .sql file without a version is an error.
-func (m Migrations) migrationFile(e os.DirEntry) (migrationFile, bool, error) {
+func (m Migrations) migrationFile(format migformat.Format, e os.DirEntry) (migrationFile, bool, error) {
 	name := e.Name()
-	suffix, _ := upSuffix(m.Format)
+	suffix := format.UpSuffix()
 	if e.IsDir() || !strings.HasSuffix(name, ".sql") {
 		return migrationFile{}, false, nil
 	}
@@ -163,10 +156,10 @@ func (m Migrations) migrationFile(e os.DirEntry) (migrationFile, bool, error) {
 		return migrationFile{}, false, fmt.Errorf("idemtest: %s: a migration's name starts with its version number; %s would reject or skip this file: rename it or move it out of %s", m.path(name), m.Format, m.Dir)
 	}
 	if !strings.HasSuffix(name, suffix) {
-		if strings.HasSuffix(name, ".down.sql") {
+		if strings.HasSuffix(name, migformat.DownSuffix) {
 			return migrationFile{}, false, nil
 		}
-		return migrationFile{}, false, fmt.Errorf("idemtest: %s: a %s migration's name ends with .up.sql or .down.sql", m.path(name), m.Format)
+		return migrationFile{}, false, fmt.Errorf("idemtest: %s: a %s migration's name ends with %s or %s", m.path(name), m.Format, suffix, migformat.DownSuffix)
 	}
 	data, err := os.ReadFile(filepath.Join(m.Dir, name))
 	if err != nil {
@@ -186,19 +179,19 @@ func compareVersions(a, b migrationFile) int {
 	return strings.Compare(a.name, b.name)
 }
 
-// checkVersions reports up migrations that share a version and, for tern,
-// which numbers migrations 1, 2, 3, ..., a gap in the numbers.
-func (m Migrations) checkVersions(files []migrationFile) []error {
+// checkVersions reports up migrations that share a version and, for a
+// format that numbers migrations 1, 2, 3, ... (tern), a gap in the numbers.
+func (m Migrations) checkVersions(format migformat.Format, files []migrationFile) []error {
 	var errs []error
 	for i := 1; i < len(files); i++ {
 		if files[i].version == files[i-1].version {
 			errs = append(errs, fmt.Errorf("idemtest: %s and %s have the same version: renumber the one that was never applied (a migration of your own)", m.path(files[i-1].name), m.path(files[i].name)))
 		}
 	}
-	if m.Format == "tern" && len(errs) == 0 {
+	if format.Consecutive && len(errs) == 0 {
 		for i, f := range files {
 			if want := fmt.Sprint(i + 1); f.version != want {
-				errs = append(errs, fmt.Errorf("idemtest: %s: tern numbers migrations 1, 2, 3, ... without gaps, and this one should be %s", m.path(f.name), want))
+				errs = append(errs, fmt.Errorf("idemtest: %s: %s numbers migrations 1, 2, 3, ... without gaps, and this one should be %s", m.path(f.name), format.Tool, want))
 				break
 			}
 		}
@@ -264,7 +257,7 @@ func sha256Hex(b []byte) string {
 // apply runs the set's up migrations on conn, in order.
 func (s *migrationSet) apply(ctx context.Context, conn *pgx.Conn) error {
 	for _, f := range s.files {
-		up, err := parseUp(s.m.Format, string(f.data))
+		up, err := s.format.Up(string(f.data))
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.m.path(f.name), err)
 		}
@@ -290,14 +283,14 @@ func missingTableHint(src []byte, err error) string {
 // runScript runs one file's up statements on conn, in one transaction or
 // one by one. After a failure, the file's transaction, or one the file opened
 // itself, is rolled back, so conn is usable again.
-func runScript(ctx context.Context, conn *pgx.Conn, up upScript) error {
-	if up.mode == inTx && len(up.stmts) > 0 {
+func runScript(ctx context.Context, conn *pgx.Conn, up migformat.Script) error {
+	if up.InTx && len(up.Statements) > 0 {
 		if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
 	}
-	err := execStatements(ctx, conn, up.stmts)
-	if err == nil && up.mode == inTx && len(up.stmts) > 0 {
+	err := execStatements(ctx, conn, up.Statements)
+	if err == nil && up.InTx && len(up.Statements) > 0 {
 		if _, err = conn.Exec(ctx, "COMMIT"); err != nil {
 			err = fmt.Errorf("commit: %w", err)
 		}
@@ -309,7 +302,7 @@ func runScript(ctx context.Context, conn *pgx.Conn, up upScript) error {
 }
 
 // execStatements runs stmts one by one, each as a simple-protocol query.
-func execStatements(ctx context.Context, conn *pgx.Conn, stmts []statement) error {
+func execStatements(ctx context.Context, conn *pgx.Conn, stmts []migformat.Statement) error {
 	for i, st := range stmts {
 		if _, err := conn.Exec(ctx, st.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return fmt.Errorf("statement %d (line %d): %w\n%s", i+1, st.Line, err, quoteStatement(st.SQL))

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgen/idemgen/gen/migrations"
+	"github.com/idemgen/idemgen/runtime/idem/ledger/migformat"
 )
 
 // Directive is one parsed //go:generate idemgen line.
@@ -40,7 +40,7 @@ type Directive struct {
 // Defaults of the package-level settings.
 const (
 	DefaultMigrations      = "migrations"
-	DefaultMigrationFormat = migrations.DefaultFormat
+	DefaultMigrationFormat = migformat.Default
 	DefaultStorm           = 32
 )
 

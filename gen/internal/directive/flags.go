@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgen/idemgen/gen/migrations"
+	"github.com/idemgen/idemgen/runtime/idem/ledger/migformat"
 )
 
 // Where says which kind of run takes a flag.
@@ -216,8 +216,8 @@ func setStorm(d *Directive, _, value string) error {
 }
 
 func setFormat(d *Directive, _, value string) error {
-	if !slices.Contains(migrations.Formats(), value) {
-		return fmt.Errorf("-migration-format=%s: want one of %s", value, strings.Join(migrations.Formats(), ", "))
+	if !slices.Contains(migformat.Names(), value) {
+		return fmt.Errorf("-migration-format=%s: want one of %s", value, strings.Join(migformat.Names(), ", "))
 	}
 	d.MigrationFormat = value
 	return nil
@@ -225,7 +225,7 @@ func setFormat(d *Directive, _, value string) error {
 
 // formatList names the migration formats as -h lists them: "a, b or c".
 func formatList() string {
-	f := migrations.Formats()
+	f := migformat.Names()
 	return strings.Join(f[:len(f)-1], ", ") + " or " + f[len(f)-1]
 }
 

@@ -1,29 +1,22 @@
-package idemtest
+package migformat
 
 import (
 	"fmt"
 	"strings"
 )
 
-// statement is one SQL statement of a migration file and the line of the file
-// it starts on.
-type statement struct {
-	SQL  string
-	Line int // 1-based
-}
-
-// splitStatements splits src into statements at the semicolons that lie
-// outside single-quoted strings (with E'...' backslash escapes), quoted
-// identifiers, dollar-quoted strings ($$ and $tag$), line comments and
-// (nested) block comments, and that are not inside parentheses or inside the
-// BEGIN ... END of a SQL-standard function body (BEGIN ATOMIC), as psql does.
-// Each statement keeps its semicolon;
-// comments and blank lines between statements are dropped, and a last
+// split splits src into statements at the semicolons that lie outside
+// single-quoted strings (with E'...' backslash escapes), quoted identifiers,
+// dollar-quoted strings ($$ and $tag$), line comments and (nested) block
+// comments, and that are not inside parentheses or inside the BEGIN ... END
+// of a SQL-standard function body (BEGIN ATOMIC), as psql does. Each
+// statement keeps its semicolon; comments and blank lines between
+// statements are dropped, and a last
 // statement without a semicolon is kept. firstLine is the line of src's first
 // byte in its file. Text that ends inside a quote or a comment is an error
 // naming the line where the quote or comment starts.
-func splitStatements(src string, firstLine int) ([]statement, error) {
-	var out []statement
+func split(src string, firstLine int) ([]Statement, error) {
+	var out []Statement
 	start, startLine := -1, 0 // the current statement's first byte and line
 	var nest nesting
 	line := firstLine
@@ -54,7 +47,7 @@ func splitStatements(src string, firstLine int) ([]statement, error) {
 			continue
 		case c == ';' && !nest.open():
 			if start >= 0 {
-				out = append(out, statement{SQL: src[start : i+1], Line: startLine})
+				out = append(out, Statement{SQL: src[start : i+1], Line: startLine})
 				start, nest = -1, nesting{}
 			}
 			i++
@@ -72,7 +65,7 @@ func splitStatements(src string, firstLine int) ([]statement, error) {
 		i = j
 	}
 	if start >= 0 {
-		out = append(out, statement{SQL: strings.TrimRight(src[start:], " \t\r\n"), Line: startLine})
+		out = append(out, Statement{SQL: strings.TrimRight(src[start:], " \t\r\n"), Line: startLine})
 	}
 	return out, nil
 }
