@@ -138,13 +138,13 @@ var primaryKey = edit{"ledger/ledger.go",
 // applyMigration is the line of the test harness (runtime/idemtest) that
 // reads each migration file before applying it; the mutations that break a
 // generated migration edit the text there.
-const applyMigration = "up, err := parseUp(s.m.Format, string(f.data))"
+const applyMigration = "up, err := s.format.Up(string(f.data))"
 
 // withoutInMigrations makes the harness apply every migration with old
 // replaced by new, as if idemgen had written that.
 func withoutInMigrations(old, new string) edit {
 	return edit{"../idemtest/migrate.go", applyMigration,
-		fmt.Sprintf("up, err := parseUp(s.m.Format, strings.Replace(string(f.data), %q, %q, 1))", old, new)}
+		fmt.Sprintf("up, err := s.format.Up(strings.Replace(string(f.data), %q, %q, 1))", old, new)}
 }
 
 // The atomic claim's conflict clause (queries.go): a key some row holds is

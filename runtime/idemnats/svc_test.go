@@ -190,13 +190,23 @@ func (b *broker) next(t *testing.T) jetstream.Msg {
 }
 
 // settled waits until the server holds no message of the consumer that is
-// undelivered, or delivered and neither acknowledged nor terminated (the
-// server processes acks asynchronously).
+// undelivered, or delivered and neither acknowledged nor terminated, and its
+// ack floor has reached the stream's last message (the server processes
+// acks asynchronously).
 func (b *broker) settled(t *testing.T) {
 	t.Helper()
+	stream, err := b.js.Stream(t.Context(), streamName)
+	require.NoError(t, err)
 	require.Eventually(t, func() bool {
+		si, err := stream.Info(t.Context())
+		if err != nil {
+			return false
+		}
+		// Every message the stream holds acknowledged (or terminated), not
+		// only none pending: right after a publish the consumer may not
+		// count the new message yet.
 		info, err := b.cons.Info(t.Context())
-		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= si.State.LastSeq
 	}, time.Minute, 10*time.Millisecond, "messages are still pending")
 }
 
