@@ -25,7 +25,7 @@ const module = "github.com/idemgen/idemgen/"
 // is decided.
 //
 // The lists are of dependencies, direct or not; the module's data and
-// leaf packages (templates, runtime/idem/ledger and its migformat) may be
+// leaf packages (templates, runtime/idem/ledger and its migformat, internal/overlay) may be
 // reached by any.
 var layers = map[string][]string{
 	"gen/ir":                 {},
@@ -41,7 +41,7 @@ var layers = map[string][]string{
 }
 
 // leaves may be reached from any layer.
-var leaves = []string{"templates", "runtime/idem/ledger", "runtime/idem/ledger/migformat"}
+var leaves = []string{"templates", "runtime/idem/ledger", "runtime/idem/ledger/migformat", "internal/overlay"}
 
 // forbidden are the dependencies a layer must not reach, even indirectly:
 // the model is plain data, and the emitters print it without type-checking

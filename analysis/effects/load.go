@@ -2,19 +2,19 @@ package effects
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"go/types"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"golang.org/x/tools/go/packages"
 	"golang.org/x/tools/go/ssa"
+
+	gooverlay "github.com/idemgen/idemgen/internal/overlay"
 )
 
 // Config says which program to load.
@@ -99,7 +99,7 @@ func load(ctx context.Context, cfg Config, patterns []string, swap, overlay map[
 		flags = append(flags, "-tags="+cfg.Tags)
 	}
 	if len(swap) > 0 {
-		flag, cleanup, err := writeOverlay(swap)
+		flag, cleanup, err := gooverlay.Write(swap, "idemgen-effects-")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -246,40 +246,6 @@ func broken(p *packages.Package) bool {
 		return !bad
 	}, nil)
 	return bad
-}
-
-// writeOverlay writes overlay as the go command's -overlay file and the
-// replacement files it names, in a new temporary directory, and returns the
-// flag and a function that removes them.
-func writeOverlay(overlay map[string][]byte) (string, func(), error) {
-	tmp, err := os.MkdirTemp("", "idemgen-effects-")
-	if err != nil {
-		return "", nil, fmt.Errorf("write load overlay: %w", err)
-	}
-	cleanup := func() { _ = os.RemoveAll(tmp) }
-	replace := map[string]string{}
-	paths := make([]string, 0, len(overlay))
-	for p := range overlay {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for i, p := range paths {
-		name := filepath.Join(tmp, fmt.Sprintf("%d.go", i))
-		if err := os.WriteFile(name, overlay[p], 0o600); err != nil {
-			cleanup()
-			return "", nil, fmt.Errorf("write load overlay: %w", err)
-		}
-		replace[p] = name
-	}
-	js, err := json.Marshal(struct{ Replace map[string]string }{replace})
-	if err == nil {
-		err = os.WriteFile(filepath.Join(tmp, "overlay.json"), js, 0o600)
-	}
-	if err != nil {
-		cleanup()
-		return "", nil, fmt.Errorf("write load overlay: %w", err)
-	}
-	return "-overlay=" + filepath.Join(tmp, "overlay.json"), cleanup, nil
 }
 
 // concreteTypes returns every non-generic, non-interface named type the

@@ -7,7 +7,6 @@ package load
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -27,6 +26,8 @@ import (
 	"github.com/idemgen/idemgen/gen/internal/directive"
 	"github.com/idemgen/idemgen/gen/internal/names"
 	"github.com/idemgen/idemgen/gen/stamp"
+
+	gooverlay "github.com/idemgen/idemgen/internal/overlay"
 )
 
 // Package is one package as loaded for generation: the package itself and,
@@ -68,7 +69,7 @@ func Load(ctx context.Context, dir string, patterns []string, tags string) ([]*P
 		// Overlay would make go/packages distrust all export data and
 		// type-check every dependency from source. An -overlay of the user's
 		// in GOFLAGS is left in charge; the load is only slower.
-		flag, cleanup, err := writeOverlay(overlay)
+		flag, cleanup, err := gooverlay.Write(overlay, "idemgen-overlay-")
 		if err != nil {
 			return nil, err
 		}
@@ -250,40 +251,6 @@ func SortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// writeOverlay writes overlay as the go command's -overlay file and the
-// replacement files it names, in a new temporary directory, and returns the
-// flag and a function that removes them.
-func writeOverlay(overlay map[string][]byte) (string, func(), error) {
-	tmp, err := os.MkdirTemp("", "idemgen-overlay-")
-	if err != nil {
-		return "", nil, fmt.Errorf("write load overlay: %w", err)
-	}
-	cleanup := func() { _ = os.RemoveAll(tmp) }
-	replace := map[string]string{}
-	paths := make([]string, 0, len(overlay))
-	for p := range overlay {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for i, p := range paths {
-		name := filepath.Join(tmp, fmt.Sprintf("%d.go", i))
-		if err := os.WriteFile(name, overlay[p], 0o600); err != nil {
-			cleanup()
-			return "", nil, fmt.Errorf("write load overlay: %w", err)
-		}
-		replace[p] = name
-	}
-	js, err := json.Marshal(struct{ Replace map[string]string }{replace})
-	if err == nil {
-		err = os.WriteFile(filepath.Join(tmp, "overlay.json"), js, 0o600)
-	}
-	if err != nil {
-		cleanup()
-		return "", nil, fmt.Errorf("write load overlay: %w", err)
-	}
-	return "-overlay=" + filepath.Join(tmp, "overlay.json"), cleanup, nil
 }
 
 // generatedOverlay maps every file idemgen wrote in the packages that
