@@ -5,21 +5,35 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Atomic runs body at most once per (scope, method, key) with the claim, the
-// work and the stored response in one transaction: either all of them commit
-// or none does, so a retry after any failure simply runs again.
+// Atomic runs body with its outcome recorded under (scope, method, key) in
+// the same transaction: either the work and the ledger row commit together
+// or neither does, so a retry after any failure simply runs again, and at
+// most one run's work ever commits per key.
 //
-// The key and scope come from ctx. A retry whose key is done gets the stored
-// response (or stored final error) after one round trip, and
-// ContextWithOutcome's Outcome reports the replay. A concurrent twin blocks on the
-// ledger's primary key until the first attempt commits, then replays; if the
-// first has not committed within the claim wait (WithClaimWait) the twin
-// gets an *InProgressError and gives its connection back. A key
-// reused with another fingerprint gets a *MismatchError. Serialization
-// failures and deadlocks retry the whole transaction with jittered backoff. If
-// the ledger cannot be reached the body does not run (errors.Is(err, ErrStore)).
+// The key and scope come from ctx. The call first looks the key up (one
+// autocommit statement): a key that is done answers at once with the stored
+// response (or stored final error), and ContextWithOutcome's Outcome reports
+// the replay; a key reused with another fingerprint gets a *MismatchError.
+// Otherwise body runs in a transaction, and the ledger row is written once,
+// with the outcome, in the statement sent with COMMIT. Concurrent twins may
+// therefore all run body; the first to record the key commits, and each
+// other's record fails, its transaction rolls back, and it answers from the
+// key's row: the first call's response (a replay). A twin waits on the
+// first's uncommitted row for at most the claim wait (WithClaimWait), then
+// gets an *InProgressError. A body error is also answered from the key's
+// row when a twin recorded it meanwhile (the twin's work may be why the
+// body failed); otherwise it is returned as is. Serialization failures and
+// deadlocks retry the whole attempt, lookup first, with jittered backoff.
+// If the ledger cannot be reached the body does not run (errors.Is(err,
+// ErrStore)).
+//
+// Hooks: Claimed (and TakenOver for an expired key) fires before every run
+// of body, Executed after it; a run whose record lost to a twin then fires
+// Replayed (or Mismatch) with the answer it returns.
 //
 // A body error rolls everything back and nothing is stored, unless errors.Is
 // matches one of m.FinalErrors: then the error is stored and replayed. A body
@@ -30,14 +44,16 @@ import (
 // float, a string that is not UTF-8) is an error and rolls everything back.
 //
 // TTx, the transaction body takes, picks the driver (driver.go): a pgx.Tx
-// on a store made by NewStore, where BEGIN travels with the claim and
-// COMMIT with the response; or a *sql.Tx on a store made by NewSQLStore,
-// where database/sql sends one statement at a time, so the transaction
-// costs more round trips (see docs/sql.md). The other kind of store is an
-// error before anything runs. body must not commit or roll back tx (return
-// an error to roll back): a pgx.Tx refuses, and on a *sql.Tx, which cannot
-// refuse, Atomic returns an error wrapping the refusal, but what the body
-// committed stays committed.
+// on a store made by NewStore, where BEGIN travels with the body's first
+// statement and COMMIT with the ledger row; or a *sql.Tx on a store made
+// by NewSQLStore, where database/sql sends one statement at a time, so the
+// transaction costs more round trips (see docs/sql.md). The other kind of
+// store is an error before anything runs. body must not commit or roll
+// back tx (return an error to roll back): a pgx.Tx refuses, and on a
+// *sql.Tx, which cannot refuse, Atomic returns an error wrapping the
+// refusal, but what the body committed stays committed. body must send
+// its work through tx: work sent on another connection is not undone when
+// a twin's record wins.
 func Atomic[R, TTx any](ctx context.Context, s *Store, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx TTx) (R, error)) (R, error) {
 	var zero R
 	d, c, err := openAtomic[R, TTx](ctx, s, m, fingerprint, "Atomic")
@@ -72,83 +88,122 @@ func openAtomic[R, TTx any](ctx context.Context, s *Store, m *Method[R], fingerp
 	return d, c, nil
 }
 
-// atomicRun is one attempt of Atomic on the transaction t
-// carries: the claim, the body (which reports whether it ended the
-// transaction itself through bodyEnded), and the response with COMMIT.
+// atomicRun is one attempt of Atomic on the connection t carries: the
+// lookup, then the body (which reports whether it ended the transaction
+// itself through bodyEnded), and the ledger row with COMMIT.
 func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t attemptTx, body func(context.Context) (R, error), bodyEnded func() bool) (R, error) {
 	var zero R
-	end := endFailed
-	defer func() { t.done(ctx, s, end) }()
+	defer t.done(ctx, s)
+	confirm := func(ctx context.Context) error { return t.confirmReplay(ctx, s, c) }
+	// A mismatch is recorded on the attempt's connection, outside any
+	// transaction, before the answer (mismatch.go).
+	refused := func(r ledgerRow) { s.recordMismatchOn(ctx, t, c, r) }
 
-	// BEGIN and the claim, which also reads the key's row, travel in one
-	// round trip where the transport pipelines. The claim alone decides
-	// whether the body runs; the row answers a key another request holds
-	// (read again in a statement of its own when the claim waited for a
-	// twin's commit, see claim).
-	fence, claimed, r, found, err := claim(ctx, s, t, "BEGIN", m.retention(s), c)
+	r, found, err := s.readRow(ctx, t, c)
 	if err != nil {
 		return zero, err
 	}
-	takenOver := false
-	switch {
-	case claimed:
-	case !found:
-		// The key's row went before it could be read (swept, or the
-		// holder rolled back): try again.
-		return zero, errRowVanished
-	case !r.expired && mismatched(r, c):
-		// The refusal is recorded with this transaction's COMMIT, in
-		// place of its ROLLBACK (mismatch.go).
-		if s.recordMismatchTx(ctx, t, c, r) {
-			end = endCommitted
-		}
-		return settle(ctx, s, m, c, r)
-	case !r.expired:
-		end = endReplayed
-		// The answer is already the caller's: end the read-only
-		// transaction without making the caller wait for it.
-		if replaysOutcome(r, c) && r.syncRep {
-			// Confirm the standby has the row first; the transaction ends
-			// with the confirmation (replication.go).
-			end = endCommitted
-			if err := t.confirmReplay(ctx, s, c); err != nil {
-				return zero, err
-			}
-		}
-		return settle(ctx, s, m, c, r)
-	default:
-		// Expired: take it over in this transaction.
-		if fence, err = takeOver(ctx, s, t, c, m.retention(s)); err != nil {
-			return zero, err
-		}
-		takenOver = true
+	if found && !r.expired {
+		return answer(ctx, s, m, c, r, confirm, refused)
 	}
-	out, berr := runBody(ctx, s, c, fence, takenOver, body)
+	// No row, or an expired one the record statement takes over.
+	seen := int64(0)
+	if found {
+		seen = r.fence
+	}
+	if err := t.open(ctx); err != nil {
+		return zero, storeErr(c.method, "begin", err)
+	}
+	out, berr := runBody(ctx, s, c, seen+1, found, body)
 	if bodyEnded() {
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errBodyEndedTx)
 	}
-
 	resp, errName, errMsg, out, err := outcome(m, c, out, berr)
 	if err != nil {
-		return zero, err
+		return lost[R](ctx, s, m, c, t, err, false, confirm, refused)
 	}
-
-	err = commit(ctx, s, c, t, s.q.finish, []any{c.scope, c.method, c.key, resp, errName, errMsg, fence}, "store response and commit",
-		fmt.Errorf("%w: %s: the stored response did not match exactly one ledger row; is the ledger's primary key missing?", ErrStore, c.method))
+	err = commit(ctx, s, c, t, s.q.record, s.recordArgs(c, m.retention(s), seen, resp, errName, errMsg), "store response and commit", errRecordRefused)
 	if err != nil {
+		if definite(err) {
+			return lost[R](ctx, s, m, c, t, err, true, confirm, refused)
+		}
 		return zero, err
 	}
-	end = endCommitted
 	return out, berr
 }
 
-// AtomicInTx is Atomic inside the caller's transaction tx. The claim, the
-// work and the response are written under a savepoint, so a refused claim or
-// a failed body rolls back to it and leaves tx usable; everything commits (or
-// not) with tx. A concurrent twin waits for tx to end, for at most the claim
-// wait (then it gets an *InProgressError). Serialization failures
-// are returned, not retried: only the caller can retry its transaction.
-// tx is a pgx.Tx on a store made by NewStore, or a *sql.Tx on one made by
+// recordArgs are the record statement's arguments: the key's row, with
+// fence seen+1, taking over a row whose fence was seen (0: no row), and
+// the outcome.
+func (s *Store) recordArgs(c call, retention time.Duration, seen int64, resp []byte, errName, errMsg *string) []any {
+	return []any{s.now(), c.scope, c.method, c.key, c.fp, micros(retention), newIntention(), seen + 1, seen,
+		resp, errName, errMsg, s.claimWaitSetting()}
+}
+
+// definite reports a record (or its COMMIT) that certainly did not
+// commit: the server answered with an error, or the record statement
+// refused. An unknown outcome (no answer, or a commit not known to have
+// reached the standby) is not: the next attempt's lookup settles it.
+func definite(err error) bool {
+	if errors.Is(err, errCommitUnknown) || errors.Is(err, errUnconfirmed) || errors.Is(err, errBodyEndedTx) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	return errors.Is(err, errRecordRefused) || errors.As(err, &pgErr)
+}
+
+// answer turns the key's finished row r, read by a lookup, into the
+// caller's answer: a replay (confirmed on the synchronous standby first
+// where commits wait for one), the stored final error, or a mismatch
+// (recorded by refused first).
+func answer[R any](ctx context.Context, s *Store, m *Method[R], c call, r ledgerRow, confirm func(context.Context) error, refused func(ledgerRow)) (R, error) {
+	var zero R
+	switch {
+	case mismatched(r, c):
+		refused(r)
+	case replaysOutcome(r, c) && r.syncRep:
+		if err := confirm(ctx); err != nil {
+			return zero, err
+		}
+	}
+	return settle(ctx, s, m, c, r)
+}
+
+// lost answers an attempt whose body's transaction did not commit: cause
+// is the body's error (or its unstorable response), or, when recording,
+// the record statement's failure. The transaction is rolled back, and the
+// key looked up again: a twin that recorded the key since answers
+// (answer), whatever the cause; otherwise cause does. A record refused
+// with no row to answer from tries again (errRowVanished), and one that
+// waited out the claim wait on a twin's row is in progress.
+func lost[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx, cause error, recording bool, confirm func(context.Context) error, refused func(ledgerRow)) (R, error) {
+	var zero R
+	if err := t.abandon(ctx); err != nil {
+		return zero, fmt.Errorf("%w (and rolling back failed: %w)", cause, storeErr(c.method, "roll back", err))
+	}
+	r, found, err := s.readRow(ctx, t, c)
+	if err == nil && found && !r.expired {
+		return answer(ctx, s, m, c, r, confirm, refused)
+	}
+	switch {
+	case !recording:
+	case errors.Is(cause, errRecordRefused):
+		return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
+	case isLockTimeout(cause):
+		return zero, s.claimWaitEnded(ctx, c)
+	}
+	return zero, cause
+}
+
+// AtomicInTx is Atomic inside the caller's transaction tx. The key is
+// looked up in tx; the work and the ledger row are written under a
+// savepoint, so a failed body, or a record that lost to a twin, rolls back
+// to it and leaves tx usable; everything commits (or not) with tx. A
+// concurrent twin's record waits for tx to end, for at most the claim wait
+// (then it gets an *InProgressError). Serialization failures are returned,
+// not retried: only the caller can retry its transaction. tx is a pgx.Tx
+// on a store made by NewStore (the savepoint travels with the body's first
+// statement, RELEASE with the ledger row), or a *sql.Tx on one made by
 // NewSQLStore, as in Atomic.
 func AtomicInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *Method[R], fingerprint []byte, body func(ctx context.Context, tx TTx) (R, error)) (R, error) {
 	var zero R
@@ -156,79 +211,65 @@ func AtomicInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *Method[R],
 	if err != nil {
 		return zero, err
 	}
-	return atomicInTxRun(ctx, s, m, c, d.inTx(tx), func(ctx context.Context) (R, error) { return body(ctx, tx) })
+	t, btx, bodyEnded := d.inTx(s, tx)
+	return atomicInTxRun(ctx, s, m, c, t, func(ctx context.Context) (R, error) { return body(ctx, btx) }, bodyEnded)
 }
 
 // atomicInTxRun is AtomicInTx on the caller's transaction that t carries.
-func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx, body func(context.Context) (R, error)) (R, error) {
+func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx, body func(context.Context) (R, error), bodyEnded func() bool) (R, error) {
 	var zero R
-	// The savepoint and the claim, which also reads the key's row, travel
-	// in one round trip where t pipelines, as in Atomic.
-	const sp = "idem_claim"
-	fence, claimed, r, found, err := claim(ctx, s, t, "SAVEPOINT "+sp, m.retention(s), c)
-	released := false
-	undo := func() error {
-		if released {
-			return nil
-		}
-		released = true
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
-		defer cancel()
-		// One simple-protocol string: an aborted transaction refuses to
-		// prepare anything but its own end, RELEASE included.
-		_, err := t.Exec(uctx, "ROLLBACK TO SAVEPOINT "+sp+"; RELEASE SAVEPOINT "+sp)
-		return err
-	}
-	defer func() { _ = undo() }() // error paths and panics
+	// A replay read in the caller's transaction is confirmed by the
+	// caller's COMMIT (replication.go); a mismatch is recorded outside
+	// the caller's transaction (mismatch.go).
+	confirm := func(ctx context.Context) error { return s.confirmInTx(ctx, t, c) }
+	refused := func(r ledgerRow) { s.recordMismatchBehind(ctx, c, r) }
+
+	r, found, err := s.readRow(ctx, t, c)
 	if err != nil {
 		return zero, err
 	}
-	takenOver := false
-	switch {
-	case claimed:
-	case !found:
-		return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
-	case !r.expired:
-		if mismatched(r, c) {
-			// Recorded outside the caller's transaction (mismatch.go).
-			s.recordMismatchBehind(ctx, c, r)
-		}
-		if replaysOutcome(r, c) && r.syncRep {
-			if err := s.confirmInTx(ctx, t, c); err != nil {
-				return zero, err
-			}
-		}
-		return settle(ctx, s, m, c, r)
-	default:
-		fence, err = takeOver(ctx, s, t, c, m.retention(s))
-		if errors.Is(err, errRowVanished) {
-			return zero, fmt.Errorf("idem: %s: %w", c.method, err)
-		}
-		if err != nil {
-			return zero, err
-		}
-		takenOver = true
+	if found && !r.expired {
+		return answer(ctx, s, m, c, r, confirm, refused)
 	}
-	out, berr := runBody(ctx, s, c, fence, takenOver, body)
-
+	seen := int64(0)
+	if found {
+		seen = r.fence
+	}
+	if err := t.open(ctx); err != nil {
+		return zero, storeErr(c.method, "savepoint", err)
+	}
+	ended := false
+	defer func() { // error paths and panics
+		if !ended {
+			_ = t.abandon(ctx)
+		}
+	}()
+	out, berr := runBody(ctx, s, c, seen+1, found, body)
+	if bodyEnded() {
+		return zero, fmt.Errorf("idem: %s: %w", c.method, errBodyEndedTx)
+	}
 	resp, errName, errMsg, out, err := outcome(m, c, out, berr)
 	if err != nil {
-		return zero, err
+		ended = true
+		return lost[R](ctx, s, m, c, t, err, false, confirm, refused)
 	}
-	_, err = t.finish(ctx, s.q.finish, []any{c.scope, c.method, c.key, resp, errName, errMsg, fence}, "RELEASE SAVEPOINT "+sp)
-	if isDivisionByZero(err) {
-		err = errors.New("the stored response did not match exactly one ledger row; is the ledger's primary key missing?")
-	}
+	_, err = t.finish(ctx, s.q.record, s.recordArgs(c, m.retention(s), seen, resp, errName, errMsg))
+	ended = true
 	if err != nil {
-		return zero, storeErr(c.method, "store response", err)
+		if isDivisionByZero(err) {
+			err = errRecordRefused
+		} else {
+			err = storeErr(c.method, "store response", err)
+		}
+		return lost[R](ctx, s, m, c, t, err, true, confirm, refused)
 	}
-	released = true
 	return out, berr
 }
 
-// runBody runs a claimed call's body between its hooks: Claimed (and
-// TakenOver when the claim took an expired key over), then Executed with
-// the body's duration and error.
+// runBody runs a call's body between its hooks: Claimed (and TakenOver
+// when the lookup found the key expired), then Executed with the body's
+// duration and error. fence is the one the call's row gets if its record
+// wins.
 func runBody[R any](ctx context.Context, s *Store, c call, fence int64, takenOver bool, body func(context.Context) (R, error)) (R, error) {
 	ev := c.event()
 	ev.Fence = fence

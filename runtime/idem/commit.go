@@ -23,7 +23,7 @@ func commit(ctx context.Context, s *Store, c call, t attemptTx, stmt string, arg
 	defer cancel()
 	pc := t.pgConn()
 	takeUnreplicated(pc)
-	commitTag, err := t.finish(cctx, stmt, args, "COMMIT")
+	commitTag, err := t.finish(cctx, stmt, args)
 	if errors.Is(err, errBodyEndedTx) {
 		// A *sql.Tx the body committed or rolled back itself.
 		return fmt.Errorf("idem: %s: %w", c.method, err)

@@ -17,15 +17,16 @@ import (
 // BEGIN and COMMIT, or one at a time) and what transaction the body gets.
 // The interfaces below are all the protocol knows of a driver.
 type driver[TTx any] interface {
-	// attempt opens an attempt's own transaction on one of the store's
-	// connections: the protocol's statements travel on t; tx is the
-	// transaction the body gets, valid once the claim has begun it; and
-	// bodyEnded reports a body that committed or rolled back tx itself
-	// where the driver can see it.
+	// attempt opens an attempt on one of the store's connections: the
+	// lookup runs on t outside any transaction; tx is the transaction the
+	// body gets, opened by t.open; and bodyEnded reports a body that
+	// committed or rolled back tx itself where the driver can see it.
 	attempt(ctx context.Context, s *Store, c call) (t attemptTx, tx func() TTx, bodyEnded func() bool, err error)
-	// inTx carries the protocol's statements under a savepoint in the
-	// caller's transaction tx.
-	inTx(tx TTx) ledgerTx
+	// inTx carries the protocol's statements in the caller's transaction
+	// tx, the body's under a savepoint: body is the transaction the body
+	// gets (the savepoint travels with its first statement where the
+	// driver can queue it), bodyEnded as in attempt.
+	inTx(s *Store, tx TTx) (t ledgerTx, body TTx, bodyEnded func() bool)
 }
 
 // stmts is what the protocol sends one statement at a time on: a pool, a
@@ -35,47 +36,47 @@ type stmts interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// ledgerTx carries the ledger statements of one atomic call on its
-// transaction: an attempt's own transaction (Atomic), or a savepoint in the
-// caller's (AtomicInTx).
+// ledgerTx carries the ledger statements of one atomic call: the lookup,
+// then the body's transaction, which either ends with the record
+// statement (finish) or is rolled back (abandon). It is an attempt's own
+// connection (Atomic: the lookup in autocommit, the body in a transaction)
+// or the caller's transaction (AtomicInTx: the body under a savepoint).
 type ledgerTx interface {
-	// QueryRow and Exec run one statement on the open transaction.
+	// QueryRow and Exec run one statement outside the body's transaction
+	// (before open, or after abandon): the lookup.
 	stmts
 
-	// claim sends begin (BEGIN or a SAVEPOINT) and the claim statement
-	// sql, and scans the claim's row into dest.
-	claim(ctx context.Context, begin, sql string, args []any, dest []any) error
-	// finish runs stmt, then end (COMMIT, or RELEASE SAVEPOINT), and
-	// returns end's command tag. stmt's failure is returned as is
-	// (isDivisionByZero tells the finish statement's refusal).
-	finish(ctx context.Context, stmt string, args []any, end string) (endTag string, err error)
+	// open opens the body's transaction (BEGIN, or a SAVEPOINT) where
+	// the driver cannot queue it with the body's first statement
+	// (database/sql); on pgx it does nothing.
+	open(ctx context.Context) error
+	// finish sends stmt, then the end of the body's transaction (COMMIT,
+	// or RELEASE SAVEPOINT), after its opening if the body sent nothing,
+	// in one round trip where the driver pipelines, and returns the end's
+	// command tag. stmt's failure is returned as is (isDivisionByZero
+	// tells the record statement's refusal).
+	finish(ctx context.Context, stmt string, args []any) (endTag string, err error)
+	// abandon rolls the body's transaction back, if it was opened, so
+	// that a lookup can follow: the connection, or the caller's
+	// transaction, is usable again.
+	abandon(ctx context.Context) error
 }
 
-// attemptTx is a ledgerTx on a transaction the attempt owns: it also knows
+// attemptTx is a ledgerTx on a connection the attempt owns: it also knows
 // the connection (for the server's notices), how the COMMIT is bounded, and
-// how the transaction ends when it does not commit.
+// how the attempt ends.
 type attemptTx interface {
 	ledgerTx
-	// commitContext is the context the finish statement and COMMIT run
+	// commitContext is the context the record statement and COMMIT run
 	// under (see Store.commitContext).
 	commitContext(ctx context.Context, s *Store) (context.Context, context.CancelFunc)
 	// pgConn is the connection, whose notices say whether a COMMIT
 	// reached the synchronous standby (NoticeHandler).
 	pgConn() *pgconn.PgConn
-	// confirmReplay ends the transaction and confirms that every row
-	// committed before is on the synchronous standby (confirmReplication).
+	// confirmReplay confirms that every row committed before is on the
+	// synchronous standby, outside any transaction (confirmReplication).
 	confirmReplay(ctx context.Context, s *Store, c call) error
-	// done ends the attempt: gives the connection back after a commit,
-	// rolls back in the background after a replay (the answer is the
-	// caller's already), and rolls back otherwise.
-	done(ctx context.Context, s *Store, how attemptEnd)
+	// done ends the attempt: rolls back a transaction still open (an
+	// error, or a panic on its way up) and gives the connection back.
+	done(ctx context.Context, s *Store)
 }
-
-// attemptEnd is how an attempt's transaction ended.
-type attemptEnd int
-
-const (
-	endFailed    attemptEnd = iota // error, lost claim, or a panic on its way up
-	endCommitted                   // committed (or already ended)
-	endReplayed                    // read only: roll back without making the caller wait
-)

@@ -15,10 +15,8 @@ func inlineSQLAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 	if err != nil {
 		return zero, err
 	}
-	end := endFailed
-	defer func() { t.done(ctx, s, end) }()
-	t.txCtx, t.cancel = s.commitContext(ctx)
-	if t.tx, err = t.conn.BeginTx(t.txCtx, nil); err != nil {
+	defer t.done(ctx, s)
+	if err := t.open(ctx); err != nil {
 		return zero, storeErr(c.method, "begin", err)
 	}
 
@@ -35,7 +33,6 @@ func inlineSQLAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 	if err := commit(ctx, s, c, t, q.check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
 		return zero, err
 	}
-	end = endCommitted
 	s.hook(ctx, s.cfg.hooks.Claimed, ev)
 	return out, nil
 }

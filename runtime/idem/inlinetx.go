@@ -29,7 +29,8 @@ type pendingStmt struct {
 	done func(pgconn.CommandTag)
 }
 
-// inlineTx is the pgx.Tx handed to an inline-mode body and to its lookup.
+// inlineTx is the pgx.Tx handed to an inline-mode body and to its lookup,
+// and to an atomic body (with no table to watch).
 // Statements queued as pending (BEGIN or a SAVEPOINT; after a refused claim,
 // the ROLLBACK and the statement freeing an expired key) travel in one batch
 // with the next statement, which is how the claimed path costs the work's own
@@ -73,8 +74,9 @@ func (t *inlineTx) reset(p []pendingStmt) {
 }
 
 // observe records a unique violation on the idempotency index.
+// An inlineTx with no table (an atomic body's) watches nothing.
 func (t *inlineTx) observe(err error) {
-	if lostInlineClaim(t.schema, err) {
+	if t.schema.Table.Name != "" && lostInlineClaim(t.schema, err) {
 		t.mu.Lock()
 		t.conflict = true
 		t.mu.Unlock()
@@ -329,8 +331,14 @@ func (t *inlineTx) Rollback(context.Context) error { t.markEnded(); return errBo
 
 func (t *inlineTx) markEnded() { t.mu.Lock(); t.ended = true; t.mu.Unlock() }
 
-// Conn returns the underlying connection.
-func (t *inlineTx) Conn() *pgx.Conn { return t.conn }
+// Conn returns the underlying connection, after sending any pending
+// statements, so that what is sent on it directly runs in the transaction.
+// A failure to send them breaks the connection, which the next statement
+// on it reports.
+func (t *inlineTx) Conn() *pgx.Conn {
+	_ = t.flush(context.Background())
+	return t.conn
+}
 
 // observedRows inspects the rows' error when they end and, for rows read
 // from a batch, closes the batch so the connection is free again.

@@ -16,12 +16,9 @@ import (
 // write nothing more. It never joins a transaction the caller owns, so it
 // can neither break one nor vanish with its rollback:
 //
-//   - Atomic and AtomicSQL: the refusal read the row in the attempt's own
-//     transaction, which has written nothing; the record goes out with its
-//     COMMIT (in one round trip on pgx, two on database/sql) instead of the
-//     ROLLBACK it would have had.
-//   - External: the refusal read the row outside any transaction; the
-//     record is one statement of its own.
+//   - Atomic, and External: the refusal read the row outside any
+//     transaction; the record is one statement of its own, on the same
+//     connection, before the answer.
 //   - AtomicInTx and AtomicSQLInTx: the refusal read the row in the
 //     caller's transaction, which the record stays out of (the caller
 //     probably rolls it back on the error). It is written on another
@@ -45,16 +42,12 @@ func (s *Store) mismatchArgs(c call, r ledgerRow) []any {
 	return []any{s.now(), c.scope, c.method, c.key, r.fence, r.intention, c.fp}
 }
 
-// recordMismatchTx records c's refusal in t, the attempt's own transaction,
-// and commits it. It reports whether the transaction committed (otherwise
-// it must be rolled back).
-func (s *Store) recordMismatchTx(ctx context.Context, t attemptTx, c call, r ledgerRow) bool {
-	tag, err := t.finish(ctx, s.q.mismatch, s.mismatchArgs(c, r), "COMMIT")
-	if err == nil && tag != "COMMIT" {
-		err = errors.New("the transaction was rolled back at commit (" + tag + ")")
-	}
+// recordMismatchOn records c's refusal in a statement of its own on q,
+// outside any transaction: an atomic attempt's connection, after its
+// lookup.
+func (s *Store) recordMismatchOn(ctx context.Context, q stmts, c call, r ledgerRow) {
+	_, err := q.Exec(ctx, s.q.mismatch, s.mismatchArgs(c, r)...)
 	s.mismatchNotRecorded(ctx, c, err)
-	return err == nil
 }
 
 // recordMismatch records c's refusal in a statement of its own on the

@@ -2,45 +2,67 @@ package idem
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // One protocol, two drivers (driver.go).
 //
-// The ledger's statements and the decisions around them (claim, atomicRun,
+// The ledger's statements and the decisions around them (atomicRun,
 // atomicInTxRun) are written once. What differs between the pgx driver and
-// the database/sql driver is only how the statements travel: pgx pipelines
-// them (BEGIN or SAVEPOINT with the claim, the response with COMMIT or
-// RELEASE, in one round trip each); database/sql sends one statement at a
-// time, since it has no way to queue a statement behind another
-// (sqldriver.go). A ledgerTx is that difference, and nothing else.
+// the database/sql driver is only how the statements travel: pgx queues
+// BEGIN (or the SAVEPOINT) ahead of the body's first statement and sends
+// the record statement with COMMIT (or RELEASE), in one round trip each;
+// database/sql sends one statement at a time, since it has no way to queue
+// a statement behind another (sqldriver.go). A ledgerTx is that
+// difference, and nothing else.
 
 // pgxDriver is the driver of pgx.Tx, on a store made by NewStore.
 type pgxDriver struct{}
 
 var _ driver[pgx.Tx] = pgxDriver{}
 
+// savepoint is the savepoint an atomic body runs under in the caller's
+// transaction (AtomicInTx).
+const savepoint = "idem_claim"
+
 // attempt acquires a connection from the store's pool. The body's pgx.Tx
-// is a pipelinedTx: its BEGIN goes out with the claim, its COMMIT with
-// the response, and it refuses Commit and Rollback.
+// is an inlineTx (inlinetx.go) watching no index: BEGIN travels with the
+// body's first statement, COMMIT with the record statement, and it refuses
+// Commit and Rollback.
 func (pgxDriver) attempt(ctx context.Context, s *Store, c call) (attemptTx, func() pgx.Tx, func() bool, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, nil, storeErr(c.method, "acquire connection", err)
 	}
-	tx := &pipelinedTx{conn: conn.Conn()}
-	return &pgxAttempt{conn: conn}, func() pgx.Tx { return tx }, tx.bodyEnded, nil
+	pc := conn.Conn()
+	tx := newInlineTx(pc, pc, ledger.Inline{}, func(ctx context.Context) (pgx.Tx, error) {
+		return pc.BeginTx(ctx, pgx.TxOptions{BeginQuery: "SELECT 1"})
+	}, "BEGIN")
+	return &pgxAttempt{s: s, conn: conn, tx: tx}, func() pgx.Tx { return tx }, tx.bodyEnded, nil
 }
 
-func (pgxDriver) inTx(tx pgx.Tx) ledgerTx { return &pgxInTx{tx: tx} }
+// inTx wraps the caller's transaction: the body's pgx.Tx sends the
+// savepoint with its first statement.
+func (pgxDriver) inTx(s *Store, tx pgx.Tx) (ledgerTx, pgx.Tx, func() bool) {
+	var itx *inlineTx
+	if tx != nil {
+		itx = newInlineTx(tx.Conn(), tx, ledger.Inline{}, func(context.Context) (pgx.Tx, error) { return tx, nil }, "SAVEPOINT "+savepoint)
+	}
+	return &pgxInTx{s: s, tx: tx, body: itx}, itx, func() bool { return itx != nil && itx.bodyEnded() }
+}
 
-// pgxAttempt is the pgx transport of an attempt's own transaction: BEGIN
-// travels with the claim and COMMIT with the response, in one batch each.
+// pgxAttempt is the pgx transport of an attempt's own connection: the
+// lookup in autocommit, then the body's transaction.
 type pgxAttempt struct {
+	s    *Store
 	conn *pgxpool.Conn
+	tx   *inlineTx // the body's: BEGIN is pending until its first statement (nil in inline mode)
 }
 
 var _ attemptTx = (*pgxAttempt)(nil)
@@ -53,12 +75,29 @@ func (t *pgxAttempt) Exec(ctx context.Context, sql string, args ...any) (pgconn.
 	return t.conn.Exec(ctx, sql, args...)
 }
 
-func (t *pgxAttempt) claim(ctx context.Context, begin, sql string, args []any, dest []any) error {
-	return claimBatch(ctx, t.conn, begin, sql, args, dest)
+func (t *pgxAttempt) open(context.Context) error { return nil }
+
+func (t *pgxAttempt) finish(ctx context.Context, stmt string, args []any) (string, error) {
+	var pending []pendingStmt
+	if t.tx != nil { // nil for inline mode's check (inlinepgx.go)
+		pending = t.tx.takePending()
+	}
+	return finishBatch(ctx, t.conn, pending, stmt, args, "COMMIT")
 }
 
-func (t *pgxAttempt) finish(ctx context.Context, stmt string, args []any, end string) (string, error) {
-	return finishBatch(ctx, t.conn, stmt, args, end)
+func (t *pgxAttempt) abandon(ctx context.Context) error {
+	if t.tx != nil {
+		t.tx.takePending()
+	}
+	pc := t.conn.Conn().PgConn()
+	if pc.TxStatus() == 'I' {
+		return nil
+	}
+	t.s.rollback(ctx, t.conn)
+	if pc.IsClosed() {
+		return errors.New("roll back: the connection was closed")
+	}
+	return nil
 }
 
 func (t *pgxAttempt) commitContext(ctx context.Context, s *Store) (context.Context, context.CancelFunc) {
@@ -68,26 +107,23 @@ func (t *pgxAttempt) commitContext(ctx context.Context, s *Store) (context.Conte
 func (t *pgxAttempt) pgConn() *pgconn.PgConn { return t.conn.Conn().PgConn() }
 
 func (t *pgxAttempt) confirmReplay(ctx context.Context, s *Store, c call) error {
-	// The ROLLBACK goes out with the confirmation, in one round trip.
-	return s.confirmReplication(ctx, t.conn, t.pgConn(), c, "ROLLBACK", false)
+	return s.confirmReplication(ctx, t.conn, t.pgConn(), c, "", false)
 }
 
-func (t *pgxAttempt) done(ctx context.Context, s *Store, how attemptEnd) {
-	switch how {
-	case endCommitted:
-		t.conn.Release()
-	case endReplayed:
-		s.afterAnswer(func() { s.rollback(ctx, t.conn); t.conn.Release() })
-	default:
+func (t *pgxAttempt) done(ctx context.Context, s *Store) {
+	if t.conn.Conn().PgConn().TxStatus() != 'I' {
 		s.rollback(ctx, t.conn)
-		t.conn.Release()
 	}
+	t.conn.Release()
 }
 
-// pgxInTx is the pgx transport of a savepoint in the caller's transaction:
-// the savepoint travels with the claim and RELEASE with the response.
+// pgxInTx is the pgx transport of the caller's transaction: the lookup
+// runs in it, the body under a savepoint that travels with the body's
+// first statement, and RELEASE goes out with the record statement.
 type pgxInTx struct {
-	tx pgx.Tx
+	s    *Store
+	tx   pgx.Tx
+	body *inlineTx
 }
 
 var _ ledgerTx = (*pgxInTx)(nil)
@@ -100,12 +136,30 @@ func (t *pgxInTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 	return t.tx.Exec(ctx, sql, args...)
 }
 
-func (t *pgxInTx) claim(ctx context.Context, begin, sql string, args []any, dest []any) error {
-	return claimBatch(ctx, t.tx, begin, sql, args, dest)
+func (t *pgxInTx) open(context.Context) error { return nil }
+
+func (t *pgxInTx) finish(ctx context.Context, stmt string, args []any) (string, error) {
+	return finishBatch(ctx, t.tx, t.body.takePending(), stmt, args, "RELEASE SAVEPOINT "+savepoint)
 }
 
-func (t *pgxInTx) finish(ctx context.Context, stmt string, args []any, end string) (string, error) {
-	return finishBatch(ctx, t.tx, stmt, args, end)
+func (t *pgxInTx) abandon(ctx context.Context) error {
+	t.body.takePending()
+	if !t.body.opened() {
+		return nil
+	}
+	return t.s.rollbackToSavepoint(ctx, t.tx)
+}
+
+// rollbackToSavepoint rolls the caller's transaction back to the body's
+// savepoint and releases it, even if ctx is done, bounded by the finalise
+// timeout: the caller's transaction is usable again.
+func (s *Store) rollbackToSavepoint(ctx context.Context, q stmts) error {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
+	defer cancel()
+	// One simple-protocol string: an aborted transaction refuses to
+	// prepare anything but its own end, RELEASE included.
+	_, err := q.Exec(uctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint)
+	return err
 }
 
 // batcher is what the pgx transports send batches on.
@@ -113,31 +167,26 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// claimBatch sends begin and the claim in one round trip and scans the
-// claim's row into dest.
-func claimBatch(ctx context.Context, conn batcher, begin, sql string, args []any, dest []any) error {
-	b := &pgx.Batch{}
-	b.Queue(begin)
-	b.Queue(sql, args...)
-	br := conn.SendBatch(ctx, b)
-	_, err := br.Exec()
-	if err == nil {
-		err = br.QueryRow().Scan(dest...)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// finishBatch sends stmt and end in one round trip and returns end's
+// finishBatch sends the pending statements (the body's BEGIN or SAVEPOINT
+// when it sent nothing), stmt and end in one round trip and returns end's
 // command tag.
-func finishBatch(ctx context.Context, conn batcher, stmt string, args []any, end string) (string, error) {
+func finishBatch(ctx context.Context, conn batcher, pending []pendingStmt, stmt string, args []any, end string) (string, error) {
 	b := &pgx.Batch{}
+	for _, p := range pending {
+		b.Queue(p.sql, p.args...)
+	}
 	b.Queue(stmt, args...)
 	b.Queue(end)
 	br := conn.SendBatch(ctx, b)
-	_, err := br.Exec()
+	var err error
+	for range pending {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
 	if isDivisionByZero(err) {
 		_ = br.Close()
 		return "", err

@@ -10,7 +10,7 @@ import (
 // Tests pass a time to step past windows without sleeping. Scope, method and
 // key follow as $2..$4, or as $1..$3 in statements that need no time.
 type queries struct {
-	read, claimNew, takeover, finish, claimExternal, finishExternal, release, extend, step, stepLegacy, sweep, mismatch string
+	read, record, claimExternal, finishExternal, release, extend, step, stepLegacy, sweep, mismatch string
 }
 
 func newQueries(table string) queries {
@@ -30,65 +30,46 @@ func newQueries(table string) queries {
        r.expires_at <= ` + now + ` AND (r.locked_until IS NULL OR r.locked_until <= ` + now + `) AS expired, r.locked_until, ` + now + ` AS now,
        ` + syncRepColumn + ` AS sync_rep`
 	return queries{
-		// read: the separate statement that reads a row the claim did not get.
+		// read: the key's row. Atomic mode's lookup (before the body, and
+		// after an attempt that lost), and the read of a row external
+		// mode's claim did not get.
 		read: fmt.Sprintf(`SELECT %[2]s
 FROM %[1]s AS r WHERE r.scope = $2 AND r.method = $3 AND r.key = $4`, table, rowColumns),
 
-		// claimNew (atomic mode): the read of the row that holds the key,
-		// and the claim of a key no row holds, in one statement that goes
-		// out with BEGIN.
+		// record (atomic mode): writes the key's row, once, with the
+		// outcome, in the body's transaction; COMMIT (or RELEASE) follows in
+		// the same round trip. The lookup before the body found no row
+		// ($9 = 0: fences start at 1) or an expired one whose fence was $9:
+		// the insert makes the row, or takes the expired one over as a new
+		// intention with fence $8 (= $9 + 1). Any other row, committed by a
+		// twin since the lookup, matches nothing (ON CONFLICT DO UPDATE
+		// checks its WHERE again on the row version it waited for, so two
+		// takeovers of one expired row are exclusive): the count is then 0,
+		// the division by zero aborts the transaction, and the pipelined
+		// COMMIT rolls the body's work back.
 		//
-		// held is the key's row as the statement's snapshot sees it: one
-		// committed before the statement started. When there is one (a
-		// replay, a mismatch, an expired key) nothing is inserted at all, so
-		// a replay costs about what a SELECT of the row costs and writes and
-		// locks nothing. Otherwise the insert claims the key; a twin's row
-		// not yet committed is not in the snapshot, so the insert blocks on
-		// it until the twin ends, then DO NOTHING: nothing claimed, nothing
-		// held, and the caller reads again.
-		//
-		// That wait is bounded by the store's claim wait ($8): a
+		// A twin's row not yet committed makes the insert wait for the twin
+		// to end. That wait is bounded by the store's claim wait ($13): a
 		// transaction-local lock_timeout set just before the row to insert
 		// is made, after the value in force is saved (saved is read first,
 		// by the set_config that changes it; OFFSET 0 keeps that step in its
 		// place), and put back once the insert is over (the outer query
-		// reads the insert's count first), so the body's own locks wait as
-		// the connection is configured. When nothing was inserted, saved is
-		// read by the put-back itself and sets the value it found.
-		claimNew: fmt.Sprintf(`WITH held AS MATERIALIZED (
-    SELECT * FROM %[1]s WHERE scope = $2 AND method = $3 AND key = $4),
-saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
-claim AS (
-    INSERT INTO %[1]s (scope, method, key, fingerprint, status, created_at, expires_at, intention)
-    SELECT $2, $3, $4, $5, 'done', %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7
-    FROM (SELECT set_config('lock_timeout', $8, true) FROM saved OFFSET 0) AS claim_wait
-    WHERE NOT EXISTS (SELECT FROM held)
-    ON CONFLICT (scope, method, key) DO NOTHING
-    RETURNING fence)
-SELECT claimed.fence, %[3]s,
-       set_config('lock_timeout', (SELECT lock_timeout FROM saved), true)
-FROM (SELECT max(fence) AS fence FROM claim) AS claimed
-LEFT JOIN held AS r ON true`, table, now, rowColumns),
-
-		// takeover (atomic mode): claims a row the read found expired, in the
-		// work's transaction, as a new intention. No row back means another
-		// request took it first (or an attempt holds a live lock on it).
-		takeover: fmt.Sprintf(`UPDATE %[1]s AS t
-SET fingerprint = $5, status = 'done', response = NULL, error_name = NULL, error_message = NULL,
-    steps = '{}', fence = fence + 1, created_at = %[2]s,
-    expires_at = %[2]s + $6::bigint * interval '1 microsecond', locked_until = NULL, intention = $7
-WHERE %[3]s AND %[4]s
-RETURNING fence`, table, now, pk, reclaimable),
-
-		// finish (atomic mode): stores the response; COMMIT follows in the
-		// same round trip. Exactly one row must be stored: any other count
-		// divides by zero, which aborts the transaction, so the pipelined
-		// COMMIT rolls back instead of committing work without its response.
-		finish: fmt.Sprintf(`WITH stored AS (
-    UPDATE %[1]s SET response = $4, error_name = $5, error_message = $6
-    WHERE %[2]s AND fence = $7
+		// reads the insert's count first), so a caller's transaction
+		// (AtomicInTx) goes on with its own setting.
+		record: fmt.Sprintf(`WITH saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
+recorded AS (
+    INSERT INTO %[1]s AS t (scope, method, key, fingerprint, status, response, error_name, error_message, fence, created_at, expires_at, intention)
+    SELECT $2, $3, $4, $5, 'done', $10, $11, $12, $8, %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7
+    FROM (SELECT set_config('lock_timeout', $13, true) FROM saved OFFSET 0) AS claim_wait
+    ON CONFLICT (scope, method, key) DO UPDATE
+    SET fingerprint = excluded.fingerprint, status = 'done', response = excluded.response,
+        error_name = excluded.error_name, error_message = excluded.error_message, steps = '{}',
+        fence = excluded.fence, created_at = excluded.created_at, expires_at = excluded.expires_at,
+        locked_until = NULL, intention = excluded.intention
+    WHERE %[3]s AND t.fence = $9
     RETURNING 1)
-SELECT 1 / (count(*) = 1)::int FROM stored`, table, pk1),
+SELECT 1 / (count(*) = 1)::int, set_config('lock_timeout', (SELECT lock_timeout FROM saved), true)
+FROM recorded`, table, now, reclaimable),
 
 		// claimExternal: commits an in-progress row with a lock. It starts a
 		// new intention ($8) on a row whose retention ended, unless an

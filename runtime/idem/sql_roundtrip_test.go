@@ -153,10 +153,10 @@ func TestRoundTripsBothPaths(t *testing.T) {
 	pg, sq := got[pgxPath.name], got[sqlPath.name]
 	want := map[string][2]int{ // pgx, database/sql
 		"work alone":     {3, 3}, // BEGIN, INSERT, COMMIT
-		"claimed":        {3, 5}, // pgx: BEGIN+claim, INSERT, finish+COMMIT; database/sql: each alone
-		"replay":         {1, 2}, // pgx: BEGIN+claim; database/sql: BEGIN, claim
-		"in tx, claimed": {3, 5}, // SAVEPOINT(+claim), INSERT, finish(+RELEASE)
-		"in tx, replay":  {2, 3}, // SAVEPOINT(+claim), then ROLLBACK TO + RELEASE
+		"claimed":        {3, 5}, // lookup, BEGIN+INSERT, record+COMMIT; database/sql: BEGIN and COMMIT alone
+		"replay":         {1, 1}, // the lookup
+		"in tx, claimed": {3, 5}, // lookup, SAVEPOINT+INSERT, record+RELEASE; database/sql: each alone
+		"in tx, replay":  {1, 1}, // the lookup
 		// pgx: BEGIN+INSERT, check+COMMIT; database/sql: each alone.
 		"inline, claimed": {2, 4},
 		// pgx: BEGIN+INSERT, then ROLLBACK+syncRep+free+lookup; database/sql:

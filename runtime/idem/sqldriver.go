@@ -4,18 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The database/sql driver: the same ledger statements as the pgx driver
-// (pgxdriver.go), sent one at a time. database/sql has no way to
-// queue a statement behind another, and a *sql.Tx is begun and committed by
-// database/sql itself: BEGIN cannot travel with the claim, nor COMMIT with
-// the response. Whether commits wait for a synchronous standby comes with
-// the claim's row on both transports (syncRepColumn); only inline mode's
+// (pgxdriver.go), sent one at a time. database/sql has no way to queue a
+// statement behind another, and a *sql.Tx is begun and committed by
+// database/sql itself: BEGIN cannot travel with the body's first
+// statement, nor COMMIT with the record statement; each is a round trip of
+// its own. Whether commits wait for a synchronous standby comes with the
+// lookup's row on both transports (syncRepColumn); only inline mode's
 // replay, whose lookup is the user's statement, asks it in one of its own.
 
 // sqlDriver is the driver of *sql.Tx, on a store made by NewSQLStore.
@@ -24,8 +24,8 @@ type sqlDriver struct{}
 var _ driver[*sql.Tx] = sqlDriver{}
 
 // attempt takes a connection from the store's *sql.DB; the body's *sql.Tx
-// is begun by the claim. database/sql cannot tell a body that ended its
-// *sql.Tx: the finish statement finds it done (sqlErr).
+// is begun by open. database/sql cannot tell a body that ended its
+// *sql.Tx: the record statement finds it done (sqlErr).
 func (sqlDriver) attempt(ctx context.Context, s *Store, c call) (attemptTx, func() *sql.Tx, func() bool, error) {
 	t, err := newSQLAttempt(ctx, s, c)
 	if err != nil {
@@ -34,10 +34,14 @@ func (sqlDriver) attempt(ctx context.Context, s *Store, c call) (attemptTx, func
 	return t, func() *sql.Tx { return t.tx }, func() bool { return false }, nil
 }
 
-func (sqlDriver) inTx(tx *sql.Tx) ledgerTx { return sqlInTx{sqlStmts{tx: tx}} }
+// inTx carries the statements on the caller's *sql.Tx; the body gets it
+// too, the savepoint sent before the body runs.
+func (sqlDriver) inTx(s *Store, tx *sql.Tx) (ledgerTx, *sql.Tx, func() bool) {
+	return &sqlInTx{sqlStmts: sqlStmts{tx: tx}, s: s}, tx, func() bool { return false }
+}
 
-// sqlStmts is what the database/sql driver send statements on: the
-// attempt's *sql.Tx, or the caller's.
+// sqlStmts is what the database/sql driver sends statements on: a
+// transaction.
 type sqlStmts struct {
 	tx *sql.Tx
 }
@@ -68,21 +72,17 @@ func (t sqlStmts) syncRep(ctx context.Context) (bool, error) {
 	return err == nil, err
 }
 
-// claimStmt runs the claim statement and scans its row.
-func (t sqlStmts) claimStmt(ctx context.Context, query string, args, dest []any) error {
-	return t.QueryRow(ctx, query, args...).Scan(dest...)
-}
-
-// sqlAttempt is the database/sql transport of an attempt's own transaction,
-// on a connection of the store's *sql.DB. The transaction is begun under a
-// context detached from the caller's (see Store.commitContext): database/sql
-// rolls back a transaction whose context ends, and commits under it, so
-// that context is the COMMIT's.
+// sqlAttempt is the database/sql transport of an attempt's own connection
+// of the store's *sql.DB: the lookup in autocommit, then the body's
+// transaction. That transaction is begun under a context detached from the
+// caller's (see Store.commitContext): database/sql rolls back a
+// transaction whose context ends, and commits under it, so that context is
+// the COMMIT's.
 type sqlAttempt struct {
-	sqlStmts
 	s      *Store
 	conn   *sql.Conn
 	pc     *pgconn.PgConn // the connection's pgx side, for its notices
+	tx     *sql.Tx        // the body's, once open
 	txCtx  context.Context
 	cancel context.CancelFunc
 }
@@ -103,23 +103,32 @@ func newSQLAttempt(ctx context.Context, s *Store, c call) (*sqlAttempt, error) {
 	return t, nil
 }
 
-func (t *sqlAttempt) claim(ctx context.Context, begin, query string, args []any, dest []any) error {
-	if begin != "BEGIN" {
-		return fmt.Errorf("idem: internal error: an attempt's transaction begins with BEGIN, not %q", begin)
+// QueryRow runs one statement on the connection, outside any transaction.
+func (t *sqlAttempt) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
+	return sqlRow{t.conn.QueryRowContext(ctx, query, args...)}
+}
+
+// Exec runs one statement on the connection, outside any transaction.
+func (t *sqlAttempt) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+	res, err := t.conn.ExecContext(ctx, query, args...)
+	if err != nil {
+		return pgconn.CommandTag{}, sqlErr(err)
 	}
+	return affected(res)
+}
+
+func (t *sqlAttempt) open(ctx context.Context) error {
 	t.txCtx, t.cancel = t.s.commitContext(ctx)
 	tx, err := t.conn.BeginTx(t.txCtx, nil)
 	if err != nil {
-		return err
+		t.cancel()
+		return sqlErr(err)
 	}
 	t.tx = tx
-	return t.claimStmt(ctx, query, args, dest)
+	return nil
 }
 
-func (t *sqlAttempt) finish(_ context.Context, stmt string, args []any, end string) (string, error) {
-	if end != "COMMIT" {
-		return "", fmt.Errorf("idem: internal error: an attempt's transaction ends with COMMIT, not %q", end)
-	}
+func (t *sqlAttempt) finish(_ context.Context, stmt string, args []any) (string, error) {
 	if _, err := t.tx.ExecContext(t.txCtx, stmt, args...); err != nil {
 		return "", sqlErr(err)
 	}
@@ -133,6 +142,19 @@ func (t *sqlAttempt) finish(_ context.Context, stmt string, args []any, end stri
 	return "COMMIT", nil
 }
 
+func (t *sqlAttempt) abandon(context.Context) error {
+	if t.tx == nil {
+		return nil
+	}
+	err := t.tx.Rollback()
+	t.tx = nil
+	t.cancel()
+	if errors.Is(err, sql.ErrTxDone) {
+		err = nil // ended by a failed COMMIT, or by the body
+	}
+	return err
+}
+
 func (t *sqlAttempt) commitContext(context.Context, *Store) (context.Context, context.CancelFunc) {
 	return t.txCtx, func() {}
 }
@@ -140,50 +162,55 @@ func (t *sqlAttempt) commitContext(context.Context, *Store) (context.Context, co
 func (t *sqlAttempt) pgConn() *pgconn.PgConn { return t.pc }
 
 func (t *sqlAttempt) confirmReplay(ctx context.Context, s *Store, c call) error {
-	_ = t.tx.Rollback() // a read-only transaction: its end changes nothing
 	return rawConn(t.conn, func(pc *pgx.Conn) error {
 		return s.confirmReplication(ctx, pc, pc.PgConn(), c, "", false)
 	})
 }
 
-func (t *sqlAttempt) done(_ context.Context, s *Store, how attemptEnd) {
-	end := func() {
-		if t.tx != nil {
-			_ = t.tx.Rollback() // ErrTxDone after a commit
-		}
-		if t.cancel != nil {
-			t.cancel()
-		}
-		_ = t.conn.Close()
+func (t *sqlAttempt) done(context.Context, *Store) {
+	if t.tx != nil {
+		_ = t.tx.Rollback() // ErrTxDone after a commit
 	}
-	if how == endReplayed {
-		s.afterAnswer(end)
-		return
+	if t.cancel != nil {
+		t.cancel()
 	}
-	end()
+	_ = t.conn.Close()
 }
 
-// sqlInTx is the database/sql transport of a savepoint in the caller's
-// *sql.Tx.
+// sqlInTx is the database/sql transport of the caller's *sql.Tx: the
+// lookup runs in it, the body under a savepoint.
 type sqlInTx struct {
 	sqlStmts
+	s      *Store
+	opened bool // the savepoint was made
 }
 
-var _ ledgerTx = sqlInTx{}
+var _ ledgerTx = (*sqlInTx)(nil)
 
-func (t sqlInTx) claim(ctx context.Context, begin, query string, args []any, dest []any) error {
-	if _, err := t.tx.ExecContext(ctx, begin); err != nil {
+func (t *sqlInTx) open(ctx context.Context) error {
+	if _, err := t.tx.ExecContext(ctx, "SAVEPOINT "+savepoint); err != nil {
 		return sqlErr(err)
 	}
-	return t.claimStmt(ctx, query, args, dest)
+	t.opened = true
+	return nil
 }
 
-func (t sqlInTx) finish(ctx context.Context, stmt string, args []any, end string) (string, error) {
+func (t *sqlInTx) finish(ctx context.Context, stmt string, args []any) (string, error) {
 	if _, err := t.tx.ExecContext(ctx, stmt, args...); err != nil {
 		return "", sqlErr(err)
 	}
+	end := "RELEASE SAVEPOINT " + savepoint
 	if _, err := t.tx.ExecContext(ctx, end); err != nil {
 		return "", sqlErr(err)
 	}
+	t.opened = false
 	return end, nil
+}
+
+func (t *sqlInTx) abandon(ctx context.Context) error {
+	if !t.opened {
+		return nil
+	}
+	t.opened = false
+	return t.s.rollbackToSavepoint(ctx, t)
 }

@@ -2,12 +2,17 @@ package idem_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,77 +20,211 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemtest"
 )
 
-// previousClaim is the claim statement of the runtime before the claim read
-// first (v0 of the one-statement claim): it always tries the insert, saves
-// the lock_timeout in a placeholder setting, and reads the held row with a
-// join. Its columns are today's, so one decoder serves both.
-const previousClaim = `WITH claim AS (
+// The previous runtime's atomic protocol, claim first, kept here only to
+// prove that it and today's run on one ledger at once (a rolling upgrade):
+// BEGIN with previousClaim, which inserts the key's row (or reads the row
+// that holds it), the body, then previousFinish, which stores the response
+// in that row, with COMMIT. An expired row is taken over by
+// previousTakeover before the body.
+
+// previousClaim is the previous runtime's claim statement.
+const previousClaim = `WITH held AS MATERIALIZED (
+    SELECT * FROM "idempotency_keys" WHERE scope = $2 AND method = $3 AND key = $4),
+saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
+claim AS (
     INSERT INTO "idempotency_keys" (scope, method, key, fingerprint, status, created_at, expires_at, intention)
     SELECT $2, $3, $4, $5, 'done', coalesce($1::timestamptz, now()), coalesce($1::timestamptz, now()) + $6::bigint * interval '1 microsecond', $7
-    FROM (SELECT set_config('lock_timeout', $8, true)
-          FROM (SELECT set_config('idemgen.lock_timeout', current_setting('lock_timeout'), true) OFFSET 0) AS saved
-          OFFSET 0) AS claim_wait
+    FROM (SELECT set_config('lock_timeout', $8, true) FROM saved OFFSET 0) AS claim_wait
+    WHERE NOT EXISTS (SELECT FROM held)
     ON CONFLICT (scope, method, key) DO NOTHING
     RETURNING fence)
-SELECT claimed.fence, r.fingerprint, r.status, r.response, r.error_name, r.error_message, r.steps, r.fence, r.intention,
+SELECT claimed.fence, r.fingerprint, r.status, r.response, r.fence,
        r.expires_at <= coalesce($1::timestamptz, now()) AND (r.locked_until IS NULL OR r.locked_until <= coalesce($1::timestamptz, now())) AS expired,
-       r.locked_until, coalesce($1::timestamptz, now()) AS now,
-       coalesce(current_setting('synchronous_standby_names', true) <> ''
-    AND current_setting('synchronous_commit', true) IN ('on', 'remote_write', 'remote_apply'), false) AS sync_rep,
-       set_config('lock_timeout', current_setting('idemgen.lock_timeout'), true)
+       set_config('lock_timeout', (SELECT lock_timeout FROM saved), true)
 FROM (SELECT max(fence) AS fence FROM claim) AS claimed
-LEFT JOIN "idempotency_keys" AS r ON r.scope = $2 AND r.method = $3 AND r.key = $4`
+LEFT JOIN held AS r ON true`
 
-// TestRollingUpgrade runs servers of the previous runtime and of today's on
-// one ledger at once, as a rolling upgrade does: twins split between them
-// run the body once per key and all get its answer, a key either one
-// claimed replays on the other, a reused key is a mismatch on both, and an
-// expired key is taken over by either.
+// previousTakeover is the previous runtime's takeover of an expired row.
+const previousTakeover = `UPDATE "idempotency_keys" AS t
+SET fingerprint = $5, status = 'done', response = NULL, error_name = NULL, error_message = NULL,
+    steps = '{}', fence = fence + 1, created_at = coalesce($1::timestamptz, now()),
+    expires_at = coalesce($1::timestamptz, now()) + $6::bigint * interval '1 microsecond', locked_until = NULL, intention = $7
+WHERE scope = $2 AND method = $3 AND key = $4
+  AND (t.expires_at <= coalesce($1::timestamptz, now()) AND (t.locked_until IS NULL OR t.locked_until <= coalesce($1::timestamptz, now())))
+RETURNING fence`
+
+// previousFinish is the previous runtime's finish statement.
+const previousFinish = `WITH stored AS (
+    UPDATE "idempotency_keys" SET response = $4, error_name = $5, error_message = $6
+    WHERE scope = $1 AND method = $2 AND key = $3 AND fence = $7
+    RETURNING 1)
+SELECT 1 / (count(*) = 1)::int FROM stored`
+
+// previousRead is the previous runtime's read of a row its claim waited
+// for.
+const previousRead = `SELECT fingerprint, status, response FROM "idempotency_keys" WHERE scope = '' AND method = $1 AND key = $2`
+
+// previousAtomic is one call of the previous runtime's Atomic (pgx, no
+// scope, the default codec) on e's ledger: what it answers, whether it
+// replayed, and whether its body's work committed.
+func previousAtomic(ctx context.Context, e *env, key, req string, body func(context.Context, pgx.Tx) (Receipt, error)) (out result, committed bool) {
+	for range 50 {
+		out, committed, again := previousAttempt(ctx, e, key, req, body)
+		if !again {
+			return out, committed
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return result{err: errors.New("previous runtime: attempts ran out")}, false
+}
+
+// previousAttempt is one attempt of previousAtomic; again asks for
+// another (the row vanished, or a serialization failure).
+func previousAttempt(ctx context.Context, e *env, key, req string, body func(context.Context, pgx.Tx) (Receipt, error)) (out result, committed, again bool) {
+	conn, err := e.db.Pool.Acquire(ctx)
+	if err != nil {
+		return result{err: err}, false, false
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return result{err: err}, false, false
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	now := e.clock.Now()
+	var (
+		claimed, fence        pgtype.Int8
+		fingerprint, response []byte
+		status                pgtype.Text
+		expired               pgtype.Bool
+		waitRestored          string
+		intention             = pgtype.UUID{Valid: true}
+	)
+	_, _ = rand.Read(intention.Bytes[:])
+	err = tx.QueryRow(ctx, previousClaim, now, "", e.m.Name, key, fp(req), retention.Microseconds(), intention, "5000ms").
+		Scan(&claimed, &fingerprint, &status, &response, &fence, &expired, &waitRestored)
+	if err != nil {
+		return result{err: err}, false, retryablePG(err)
+	}
+	if !claimed.Valid && !status.Valid {
+		// The claim waited for a twin's commit: read its row.
+		err = tx.QueryRow(ctx, previousRead, e.m.Name, key).Scan(&fingerprint, &status, &response)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return result{}, false, true
+		}
+		if err != nil {
+			return result{err: err}, false, false
+		}
+		expired = pgtype.Bool{Valid: true}
+	}
+	f := claimed.Int64
+	switch {
+	case claimed.Valid:
+	case !expired.Bool:
+		if string(fingerprint) != string(fp(req)) {
+			return result{err: idem.ErrMismatch}, false, false
+		}
+		var r Receipt
+		if err := json.Unmarshal(response, &r); err != nil {
+			return result{err: err}, false, false
+		}
+		return result{r: r, replayed: true}, false, false
+	default:
+		err := tx.QueryRow(ctx, previousTakeover, now, "", e.m.Name, key, fp(req), retention.Microseconds(), intention).Scan(&f)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return result{}, false, true
+		}
+		if err != nil {
+			return result{err: err}, false, retryablePG(err)
+		}
+	}
+	r, err := body(ctx, tx)
+	if err != nil {
+		return result{err: err}, false, false
+	}
+	resp, err := json.Marshal(r)
+	if err != nil {
+		return result{err: err}, false, false
+	}
+	b := &pgx.Batch{}
+	b.Queue(previousFinish, "", e.m.Name, key, resp, nil, nil, f)
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return result{err: err}, false, retryablePG(err)
+	}
+	return result{r: r}, true, false
+}
+
+// retryablePG reports a serialization failure or a deadlock.
+func retryablePG(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// TestRollingUpgrade runs the previous runtime (claim first) and today's
+// (write once) on one ledger at once, as a rolling upgrade does: twins
+// split between them commit one payment per key and all get its answer, a
+// key either one recorded replays on the other, a reused key is a mismatch
+// on both, and an expired key is taken over by either.
 func TestRollingUpgrade(t *testing.T) {
 	e := newEnv(t)
-	old, err := idem.NewStore(e.db.Pool, idem.WithClock(e.clock.Now), idem.WithBackoff(time.Millisecond))
-	require.NoError(t, err)
-	idem.UseClaimStatement(old, previousClaim)
-	stores := [2]*idem.Store{old, e.store}
-	var ran atomic.Int64 // bodies run, on either runtime
-	call := func(s *idem.Store, key, req string, amount int64) result {
-		ctx, o := idem.ContextWithOutcome(keyed(key))
-		r, err := idem.Atomic(ctx, s, e.m, fp(req), func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
-			ran.Add(1)
-			return charge(amount)(ctx, tx)
-		})
-		return result{r, err, o.Replayed()}
+	var committed atomic.Int64 // bodies whose work committed, on the previous runtime
+	call := func(i int, key, req string, amount int64) result {
+		if i%2 == 0 {
+			r, ok := previousAtomic(context.Background(), e, key, req, charge(amount))
+			if ok {
+				committed.Add(1)
+			}
+			return r
+		}
+		return e.call(keyed(key), req, amount)
 	}
+	runtimes := []string{"previous", "today's"}
 
 	const keys, twins = 8, 16
 	for k := range keys {
 		key := fmt.Sprintf("upgrade-%d", k)
-		res := idemtest.Storm(t, twins, func(i int) result { return call(stores[i%2], key, "100", 100) })
+		res := idemtest.Storm(t, twins, func(i int) result { return call(i, key, "100", 100) })
+		fresh := 0
 		for i, r := range res {
-			require.NoError(t, r.err, "%s, twin %d (%s runtime)", key, i, []string{"previous", "today's"}[i%2])
+			require.NoError(t, r.err, "%s, twin %d (%s runtime)", key, i, runtimes[i%2])
 			assert.Equal(t, res[0].r, r.r, "%s, twin %d: every twin gets the one answer", key, i)
+			if !r.replayed {
+				fresh++
+			}
 		}
+		assert.Equal(t, 1, fresh, "%s: one twin's answer is its own, every other one's a replay", key)
 	}
-	assert.Equal(t, int64(keys), ran.Load(), "the body ran once per key")
 	assert.Equal(t, keys, e.count(t, "payments"), "one payment per key")
 	assert.Equal(t, keys, e.count(t, "idempotency_keys"))
 
-	for i, s := range stores {
-		first := call(s, fmt.Sprintf("one-%d", i), "100", 100)
+	for i := range 2 {
+		key := fmt.Sprintf("one-%d", i)
+		first := call(i, key, "100", 100)
 		require.NoError(t, first.err)
-		again := call(stores[1-i], fmt.Sprintf("one-%d", i), "100", 100)
+		again := call(i+1, key, "100", 100)
 		require.NoError(t, again.err)
-		assert.True(t, again.replayed, "a key the %d-th runtime claimed replays on the other", i)
+		assert.True(t, again.replayed, "a key the %s runtime recorded replays on the other", runtimes[i])
 		assert.Equal(t, first.r, again.r)
-		other := call(stores[1-i], fmt.Sprintf("one-%d", i), "999", 999)
+		other := call(i+1, key, "999", 999)
 		assert.ErrorIs(t, other.err, idem.ErrMismatch)
 	}
+	assert.Equal(t, keys+2, e.count(t, "payments"))
 
 	e.clock.Advance(retention + time.Minute)
-	for i, s := range stores {
-		r := call(s, fmt.Sprintf("one-%d", i), "100", 100)
+	for i := range 2 {
+		r := call(i+1, fmt.Sprintf("one-%d", i), "100", 100)
 		require.NoError(t, r.err)
-		assert.False(t, r.replayed, "an expired key is claimed again by either runtime")
+		assert.False(t, r.replayed, "an expired key is taken over by either runtime")
 	}
 	assert.Equal(t, keys+4, e.count(t, "payments"))
+
+	// Twins on an expired key, split between the runtimes: one takeover.
+	e.clock.Advance(retention + time.Minute)
+	res := idemtest.Storm(t, twins, func(i int) result { return call(i, "one-0", "100", 100) })
+	for i, r := range res {
+		require.NoError(t, r.err, "twin %d (%s runtime)", i, runtimes[i%2])
+		assert.Equal(t, res[0].r, r.r, "twin %d", i)
+	}
+	assert.Equal(t, keys+5, e.count(t, "payments"), "one takeover of the expired key")
 }
