@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -68,6 +69,14 @@ type mutation struct {
 
 // Failure messages of the generated tests (example/idem_gen_test.go).
 var (
+	// More than one atomic call answered on its own for one key: more than
+	// one run's work committed.
+	freshTwiceOrMore = regexp.MustCompile(`([2-9]|\d\d+) of \d+ calls got an answer of their own, not a replay, want 1`)
+	// A call whose twin recorded the key during its body did not answer
+	// with the twin's response.
+	twinNotReplayed = regexp.MustCompile(`a call whose twin recorded the key during its body (answered on its own, want a replay|: got error)`)
+	// An effect left in the caller's transaction by a failed body.
+	effectLeftInTx = regexp.MustCompile(`the method's effects grew by 1, want 0`)
 	// More than one execution for one key.
 	ranTwiceOrMore = regexp.MustCompile(`the method body ran ([2-9]|\d\d+) times, want 1`)
 	ranTwice       = regexp.MustCompile(`the method body ran 2 times, want 1`)
@@ -91,8 +100,6 @@ var (
 	replayFailed = regexp.MustCompile(`call [01] of 2 failed: idem: \S*Payments\.\w+: decode stored response`)
 	// An attempt whose lock was taken over finished anyway.
 	zombieFinished = regexp.MustCompile(`the attempt that outlived its lock finished with error <nil>, want idem\.ErrLockLost`)
-	// A failed body inside MInTx left the claim in the caller's transaction.
-	claimLeftInTx = regexp.MustCompile(`the ledger holds 1 rows for \S*Payments\.\w+, want 0`)
 	// A declared final error was not stored: the retry ran the method.
 	finalNotStored = regexp.MustCompile(`retry after the final error: got error <nil>, want Err\w+ replayed`)
 	// An attempt whose row was swept and claimed anew finished anyway.
@@ -147,12 +154,26 @@ func withoutInMigrations(old, new string) edit {
 		fmt.Sprintf("up, err := s.format.Up(strings.Replace(string(f.data), %q, %q, 1))", old, new)}
 }
 
-// The atomic claim's conflict clause (queries.go): a key some row holds is
-// not claimed, and the same statement answers from that row.
-const claimConflict = "    ON CONFLICT (scope, method, key) DO NOTHING\n    RETURNING fence)"
+// The atomic record's conflict clause (queries.go): a key no row holds is
+// recorded, an expired row whose fence the lookup saw is taken over, and
+// any other row refuses the record.
+const recordConflict = "    ON CONFLICT (scope, method, key) DO UPDATE\n" +
+	"    SET fingerprint = excluded.fingerprint, status = 'done', response = excluded.response,\n" +
+	"        error_name = excluded.error_name, error_message = excluded.error_message, steps = '{}',\n" +
+	"        fence = excluded.fence, created_at = excluded.created_at, expires_at = excluded.expires_at,\n" +
+	"        locked_until = NULL, intention = excluded.intention\n" +
+	"    WHERE %[3]s AND t.fence = $9\n"
 
-// The atomic takeover's condition (queries.go): only an expired row.
-const takeoverExpiredOnly = "WHERE %[3]s AND %[4]s\nRETURNING fence`"
+// The atomic record's condition on the row it conflicts with (queries.go).
+const recordWhere = "    WHERE %[3]s AND t.fence = $9\n"
+
+// The atomic record's guard (queries.go): a record that matched no row
+// divides by zero, so the pipelined COMMIT rolls the work back.
+const recordGuard = "SELECT 1 / (count(*) = 1)::int, set_config("
+
+// The lookup after an atomic attempt lost (atomic.go): a twin's row
+// answers, whatever made the attempt lose.
+const lostLookup = "if r, found, err := s.readRow(ctx, t, c); err == nil && answers(r, found) {"
 
 // The external claim's conflict clause (queries.go).
 const externalConflict = "ON CONFLICT (scope, method, key) DO UPDATE\n" +
@@ -175,8 +196,8 @@ const fingerprintCheck = "\tif string(r.fingerprint) != string(c.fp) {\n" +
 	"\t\treturn zero, &MismatchError{Method: c.method, Key: c.key, Stored: r.fingerprint, Got: c.fp}\n" +
 	"\t}\n"
 
-// The read that answers a key the claim did not get (atomic.go).
-const replayRead = "\tcase !r.expired:\n\t\tend = endReplayed\n"
+// The lookup's decision (atomic.go): a row that has not expired answers.
+const lookupAnswers = "\treturn found && !r.expired\n"
 
 // mutations are the broken guarantees the generated tests must catch. Each is
 // a bug a developer could write, made from the runtime's real source text.
@@ -233,10 +254,10 @@ func promiseMutations() []mutation {
 		},
 		{
 			name: "h_response_not_written",
-			bug:  "the finish statements store NULL instead of the encoded response",
+			bug:  "the record and finish statements store NULL instead of the encoded response",
 			edits: []edit{
-				// NULL::bytea || $4 is NULL, and still tells PostgreSQL $4's type.
-				{"queries.go", "UPDATE %[1]s SET response = $4, error_name", "UPDATE %[1]s SET response = NULL::bytea || $4, error_name"},
+				// NULL::bytea || $n is NULL, and still tells PostgreSQL $n's type.
+				{"queries.go", "SELECT $2, $3, $4, $5, 'done', $10,", "SELECT $2, $3, $4, $5, 'done', NULL::bytea || $10,"},
 				{"queries.go", "SET status = 'done', response = $4,", "SET status = 'done', response = NULL::bytea || $4,"},
 			},
 			caught: map[string]*regexp.Regexp{
@@ -268,15 +289,15 @@ func promiseMutations() []mutation {
 		},
 		{
 			name: "k_savepoint_missing",
-			bug:  "MInTx claims and runs the body without a savepoint, so a failed body cannot be undone on its own",
+			bug:  "MInTx runs the body and records the key without a savepoint, so a failed body cannot be undone on its own",
 			edits: []edit{
-				{"atomic.go", "t, \"SAVEPOINT \"+sp, m.retention(s), c)", "t, \"SELECT 1\", m.retention(s), c)"},
-				{"atomic.go", "t.Exec(uctx, \"ROLLBACK TO SAVEPOINT \"+sp+\"; RELEASE SAVEPOINT \"+sp)", "t.Exec(uctx, \"SELECT 1\")"},
-				{"atomic.go", "fence}, \"RELEASE SAVEPOINT \"+sp)", "fence}, \"SELECT 1\")"},
+				{"pgxdriver.go", "\"SAVEPOINT \"+savepoint)", "\"SELECT 1\")"},
+				{"pgxdriver.go", "\"ROLLBACK TO SAVEPOINT \"+savepoint+\"; RELEASE SAVEPOINT \"+savepoint)", "\"SELECT 1\")"},
+				{"pgxdriver.go", "\"RELEASE SAVEPOINT \"+savepoint)", "\"SELECT 1\")"},
 			},
 			caught: map[string]*regexp.Regexp{
-				"TestIdempotentPaymentsCharge/failing_body_in_the_caller's_transaction": claimLeftInTx,
-				"TestIdempotentPaymentsRefund/failing_body_in_the_caller's_transaction": claimLeftInTx,
+				"TestIdempotentPaymentsCharge/failing_body_in_the_caller's_transaction": effectLeftInTx,
+				"TestIdempotentPaymentsRefund/failing_body_in_the_caller's_transaction": effectLeftInTx,
 			},
 		},
 		{
@@ -433,15 +454,16 @@ func coreMutations() []mutation {
 			edits: []edit{
 				primaryKey,
 				withoutInMigrations(`CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope", "method", "key")`, `CONSTRAINT "idempotency_keys_pkey" CHECK (true)`),
-				{"queries.go", claimConflict, "    RETURNING fence)"},
+				{"queries.go", recordConflict, ""},
 				{"queries.go", externalConflict, "RETURNING fence, steps, intention, t.fence > 1 AS taken_over`"},
 			},
 			caught: map[string]*regexp.Regexp{
-				// Both modes claim first: every twin inserts its own row.
-				"TestIdempotentPaymentsCharge/twins":                         (ranTwice),
-				"TestIdempotentPaymentsCharge/storm":                         (ranTwiceOrMore),
-				"TestIdempotentPaymentsRefund/twins":                         (ranTwice),
-				"TestIdempotentPaymentsRefund/storm":                         (ranTwiceOrMore),
+				// Atomic twins each record their own row, and each
+				// commits; external twins each claim their own.
+				"TestIdempotentPaymentsCharge/twins":                         freshTwiceOrMore,
+				"TestIdempotentPaymentsCharge/storm":                         freshTwiceOrMore,
+				"TestIdempotentPaymentsRefund/twins":                         freshTwiceOrMore,
+				"TestIdempotentPaymentsRefund/storm":                         freshTwiceOrMore,
 				"TestIdempotentPaymentsPayout/twins":                         (ranTwice),
 				"TestIdempotentPaymentsPayout/storm":                         (ranTwiceOrMore),
 				"TestIdempotentPaymentsPayout/expired_key":                   (rowsTwoOrMore),
@@ -462,46 +484,39 @@ func coreMutations() []mutation {
 		},
 		{
 			name: "c1_claim_always_wins",
-			bug: "the claim is an upsert that always wins: a key another request holds is claimed again, " +
-				"so the insert's conflict no longer decides who runs the body",
+			bug: "the record is an upsert that always wins: a key a twin recorded is recorded again, " +
+				"so the insert's conflict no longer decides whose work commits",
 			edits: []edit{
-				{"queries.go", claimConflict, "    ON CONFLICT (scope, method, key) DO UPDATE SET fence = " +
-					"%[1]s.fence + 1\n    RETURNING fence)"},
+				{"queries.go", recordWhere, "    WHERE true\n"},
 			},
 			caught: map[string]*regexp.Regexp{
-				"TestIdempotentPaymentsCharge/twins": ranTwice,
-				"TestIdempotentPaymentsCharge/storm": ranTwiceOrMore,
-				"TestIdempotentPaymentsRefund/twins": ranTwice,
-				"TestIdempotentPaymentsRefund/storm": ranTwiceOrMore,
+				"TestIdempotentPaymentsCharge/twins": freshTwiceOrMore,
+				"TestIdempotentPaymentsCharge/storm": freshTwiceOrMore,
+				"TestIdempotentPaymentsRefund/twins": freshTwiceOrMore,
+				"TestIdempotentPaymentsRefund/storm": freshTwiceOrMore,
 			},
 		},
 		{
 			name: "c2_plain_insert",
-			bug: "the claim is a plain INSERT: a twin that comes while the first holds the key hits the " +
-				"unique index and fails instead of replaying",
+			bug: "the record is a plain INSERT: an expired key is never taken over, and its retry fails on " +
+				"the unique index instead of running",
 			edits: []edit{
-				{"queries.go", claimConflict, "    RETURNING fence)"},
+				{"queries.go", recordConflict, ""},
 			},
 			caught: map[string]*regexp.Regexp{
-				"TestIdempotentPaymentsCharge/twins": duplicateKey,
-				"TestIdempotentPaymentsCharge/storm": duplicateKey,
-				"TestIdempotentPaymentsRefund/twins": duplicateKey,
-				"TestIdempotentPaymentsRefund/storm": duplicateKey,
-				// Not expired_key: the claim reads the key's row first and
-				// inserts only when it sees none, so an expired row goes to
-				// the takeover, with or without ON CONFLICT.
+				"TestIdempotentPaymentsCharge/expired_key": duplicateKey,
+				"TestIdempotentPaymentsRefund/expired_key": duplicateKey,
+				// Not twins: a twin's plain INSERT that hits the unique
+				// index loses as a refused record does, and replays.
 			},
 		},
 		{
 			name: "d_response_not_replayed",
-			bug: "a done row is treated as absent: the read skips it and the claim takes it over, " +
+			bug: "a done row is treated as absent: the lookup skips it and the record takes it over, " +
 				"so the stored response is never replayed and every retry runs the body again",
 			edits: []edit{
-				{"atomic.go", replayRead, "\tcase !r.expired && r.status != StatusDone:\n\t\tend = endReplayed\n"},
-				// The refusal of another request, which reads the row first,
-				// skips a done row too.
-				{"atomic.go", "\tcase !r.expired && mismatched(r, c):\n", "\tcase !r.expired && mismatched(r, c) && r.status != StatusDone:\n"},
-				{"queries.go", takeoverExpiredOnly, "WHERE %[3]s AND (%[4]s OR t.status = 'done')\nRETURNING fence`"},
+				{"atomic.go", lookupAnswers, "\treturn found && !r.expired && r.status != StatusDone\n"},
+				{"queries.go", recordWhere, "    WHERE (%[3]s OR t.status = 'done') AND t.fence = $9\n"},
 				{"queries.go", "WHERE %[3]s\n   OR (t.status = 'in_progress'",
 					"WHERE %[3]s OR t.status = 'done'\n   OR (t.status = 'in_progress'"},
 				// An external claim that lost to a row which is done by the
@@ -510,16 +525,51 @@ func coreMutations() []mutation {
 					"\tif !found || r.expired || r.status == StatusDone {\n\t\treturn nil, zero, errRowVanished\n"},
 			},
 			caught: map[string]*regexp.Regexp{
-				"TestIdempotentPaymentsCharge/twins":                         (ranTwice),
-				"TestIdempotentPaymentsCharge/storm":                         (ranTwiceOrMore),
-				"TestIdempotentPaymentsCharge/same_key,_different_request":   (ranTwice),
-				"TestIdempotentPaymentsRefund/twins":                         (ranTwice),
-				"TestIdempotentPaymentsRefund/storm":                         (ranTwiceOrMore),
-				"TestIdempotentPaymentsRefund/same_key,_different_request":   (ranTwice),
+				"TestIdempotentPaymentsCharge/twins":                         freshTwiceOrMore,
+				"TestIdempotentPaymentsCharge/storm":                         freshTwiceOrMore,
+				"TestIdempotentPaymentsCharge/same_key,_different_request":   replayedOther,
+				"TestIdempotentPaymentsRefund/twins":                         freshTwiceOrMore,
+				"TestIdempotentPaymentsRefund/storm":                         freshTwiceOrMore,
+				"TestIdempotentPaymentsRefund/same_key,_different_request":   replayedOther,
 				"TestIdempotentPaymentsPayout/twins":                         (ranTwice),
 				"TestIdempotentPaymentsPayout/storm":                         (ranTwiceOrMore),
 				"TestIdempotentPaymentsPayout/same_key,_different_request":   (ranTwice),
 				"TestIdempotentPaymentsPayout/crash_mid-work,_then_takeover": ranThrice,
+			},
+		},
+		{
+			name: "y1_no_lookup_after_a_lost_record",
+			bug: "a record refused by a twin's row is not looked up: the call reports the refusal " +
+				"(retried on its own, returned in the caller's transaction) instead of the twin's answer",
+			edits: []edit{
+				{"atomic.go", lostLookup, "if r, found, err := s.readRow(ctx, t, c); !recording && err == nil && answers(r, found) {"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body_in_the_caller's_transaction": twinNotReplayed,
+			},
+		},
+		{
+			name: "y2_commit_after_a_refused_record",
+			bug: "the record statement does not refuse a record that matched no row: the COMMIT sent with it " +
+				"commits the work of a call whose twin recorded the key first",
+			edits: []edit{
+				{"queries.go", recordGuard, "SELECT count(*), set_config("},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body":                             twinNotReplayed,
+				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body_in_the_caller's_transaction": twinNotReplayed,
+			},
+		},
+		{
+			name: "y3_body_error_without_lookup",
+			bug: "a body error is returned as is: a twin whose work made the body fail (a unique business key, " +
+				"a balance) gets the error instead of the first call's answer",
+			edits: []edit{
+				{"atomic.go", lostLookup, "if r, found, err := s.readRow(ctx, t, c); recording && err == nil && answers(r, found) {"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/body_error_after_a_twin_recorded": twinNotReplayed,
+				"TestIdempotentPaymentsRefund/body_error_after_a_twin_recorded": twinNotReplayed,
 			},
 		},
 	}
@@ -798,6 +848,24 @@ func failureReport(r result) string {
 	return b.String()
 }
 
+// only selects mutations by name (-mutations), for a change that touches a
+// few of them; the control runs whatever it selects.
+var only = flag.String("mutations", "", "run only the mutations whose name matches this regular expression")
+
+// selected returns the mutations -mutations selects (every one by default).
+func selected(t *testing.T) []mutation {
+	t.Helper()
+	re, err := regexp.Compile(*only)
+	require.NoError(t, err, "-mutations")
+	var ms []mutation
+	for _, m := range mutations() {
+		if re.MatchString(m.name) {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
+
 // TestMutationsApply checks, without a database, that every mutation still
 // matches the runtime's source exactly once per edit and that the mutated
 // runtime still builds (a mutation that cannot build proves nothing). The
@@ -848,7 +916,7 @@ func TestGeneratedTestsCatchMutations(t *testing.T) {
 	var wg sync.WaitGroup
 	s := newSlots()
 
-	ms := mutations()
+	ms := selected(t)
 	control := startRun(ctx, t, &wg, s, root, unchanged(ms), runPattern)
 	runs := make([]*pending, len(ms))
 	for i, m := range ms {

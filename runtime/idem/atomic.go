@@ -103,7 +103,7 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 	if err != nil {
 		return zero, err
 	}
-	if found && !r.expired {
+	if answers(r, found) {
 		return answer(ctx, s, m, c, r, confirm, refused)
 	}
 	// No row, or an expired one the record statement takes over.
@@ -152,6 +152,13 @@ func definite(err error) bool {
 	return errors.Is(err, errRecordRefused) || errors.As(err, &pgErr)
 }
 
+// answers reports whether the key's row r, read by a lookup (found false:
+// no row), answers the call: a row that has not expired. An expired row is
+// taken over by the record statement.
+func answers(r ledgerRow, found bool) bool {
+	return found && !r.expired
+}
+
 // answer turns the key's finished row r, read by a lookup, into the
 // caller's answer: a replay (confirmed on the synchronous standby first
 // where commits wait for one), the stored final error, or a mismatch
@@ -181,8 +188,7 @@ func lost[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx
 	if err := t.abandon(ctx); err != nil {
 		return zero, fmt.Errorf("%w (and rolling back failed: %w)", cause, storeErr(c.method, "roll back", err))
 	}
-	r, found, err := s.readRow(ctx, t, c)
-	if err == nil && found && !r.expired {
+	if r, found, err := s.readRow(ctx, t, c); err == nil && answers(r, found) {
 		return answer(ctx, s, m, c, r, confirm, refused)
 	}
 	switch {
@@ -228,7 +234,7 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 	if err != nil {
 		return zero, err
 	}
-	if found && !r.expired {
+	if answers(r, found) {
 		return answer(ctx, s, m, c, r, confirm, refused)
 	}
 	seen := int64(0)

@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Committing a claimed call: the outcome the finish statement stores, and
-// COMMIT (or RELEASE) with it, detached from the caller's context; or, when
-// the call does not commit, the rollback.
+// Committing a call: the statement that stores its outcome (atomic mode's
+// record, inline mode's check), and COMMIT with it, detached from the
+// caller's context; or, when the call does not commit, the rollback.
 
 // commit sends stmt and COMMIT on t, detached from ctx: a caller going
 // away must not cancel a COMMIT that waits for a synchronous standby (see
@@ -55,7 +55,7 @@ func commit(ctx context.Context, s *Store, c call, t attemptTx, stmt string, arg
 	return nil
 }
 
-// outcome is what the finish statement stores for the body's answer: the
+// outcome is what the record statement stores for the body's answer: the
 // response (and the value every caller gets, decoded from it), or a final
 // error's name and message. Any other body error is returned as err: the
 // work rolls back and nothing is stored.
@@ -74,8 +74,8 @@ func outcome[R any](m *Method[R], c call, out R, berr error) (resp []byte, errNa
 	return resp, nil, nil, out, nil
 }
 
-// isDivisionByZero reports the finish statement's refusal to store a
-// response on anything but exactly one row.
+// isDivisionByZero reports the record (or check) statement's refusal to
+// store a response on anything but exactly one row.
 func isDivisionByZero(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "22012"

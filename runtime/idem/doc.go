@@ -1,14 +1,15 @@
 // Package idem is the runtime that idemgen-generated code calls to make a
 // service method idempotent on PostgreSQL.
 //
-// The guarantee rests on two facts the database enforces: a ledger row per
-// (scope, method, key) guarded by a unique index, and a claim that inserts that
-// row before anything is looked up. Around that core the package stores a
-// request fingerprint (a reused key with a different request is a loud
-// *MismatchError), runs the claim and the work in one transaction (atomic
-// mode) or records an explicit in-progress claim with a lock timeout and a
-// fencing token (external mode), keeps rows for a retention window and sweeps
-// them in small batches.
+// The guarantee rests on a fact the database enforces: a ledger row per
+// (scope, method, key) guarded by a unique index. Around that core the
+// package stores a request fingerprint (a reused key with a different
+// request is a loud *MismatchError), writes the row once, with the
+// response, in the work's own transaction, after a lookup of the key
+// (atomic mode: twins may both run the work, only the first to write the
+// row commits), or records an explicit in-progress claim with a lock
+// timeout and a fencing token before the work (external mode), keeps rows
+// for a retention window and sweeps them in small batches.
 //
 // Keys and scopes travel in the context ([ContextWithKey], [ContextWithScope])
 // so the key never becomes part of the hashed request, and one tenant's key
@@ -54,9 +55,9 @@
 // pg_stat_replication (needs pg_read_all_stats, and knows nothing of quorum
 // rules): the server's own wait answers exactly "does the standby have it".
 // It costs an atomic or inline replay nothing where no standby is
-// synchronous (the claim asks in the same round trip; an external replay
-// sends one more statement), and one synchronous commit where one is. See
-// docs/ha.md.
+// synchronous (the lookup asks in the same round trip; an external replay
+// sends one more statement), and one synchronous commit where one is (an
+// atomic replay: one more round trip). See docs/ha.md.
 //
 // The shape of the code. One entry point per mode, each with its form in
 // the caller's transaction: [Atomic] and [AtomicInTx] (atomic.go), [Inline]
@@ -64,17 +65,21 @@
 // the body takes, a pgx.Tx or a *sql.Tx, picks the driver (dispatch.go);
 // the protocol knows a driver only through the interfaces of driver.go,
 // which say how the ledger's statements travel: pipelined with BEGIN and
-// COMMIT on pgx (pgxdriver.go, whose body gets the pipelinedTx of tx.go),
-// one at a time on database/sql (sqldriver.go). A claim is made in
-// claim.go (the claimNew statement inserts the row and reads the holder in
-// one go; external mode's claim is claimExternal, inline mode's the body's
-// own INSERT, seen by inlinetx.go on pgx); the body runs between its hooks
-// in runBody, called by atomicRun and atomicInTxRun (atomic.go), which
-// differ only in a transaction of their own or a savepoint (inline mode's
-// runInlineBody is in inlinemethod.go); a claim that lost is answered in settle.go (settle
-// from the ledger's row, inlineSettle from the business row: the replay, a
-// mismatch, or in progress); the outcome is stored and committed in
-// commit.go; an attempt that another can settle is retried in retry.go;
+// COMMIT on pgx (pgxdriver.go, whose body gets an inlineTx of inlinetx.go
+// that sends BEGIN with the body's first statement), one at a time on
+// database/sql (sqldriver.go). Atomic mode (atomic.go: atomicRun, and
+// atomicInTxRun under a savepoint) looks the key up with the read
+// statement, runs the body between its hooks (runBody), and writes the
+// key's row once with the record statement sent with COMMIT; an attempt
+// that lost (the record refused, or the body failed) rolls back and looks
+// the key up again (lost). What the claims share (the claim wait, the
+// read) is in claim.go; external mode's claim is claimExternal, inline
+// mode's the body's own INSERT, seen by inlinetx.go on pgx (inline mode's
+// runInlineBody is in inlinemethod.go); a key another request holds is
+// answered in settle.go (settle from the ledger's row, inlineSettle from
+// the business row: the replay, a mismatch, or in progress); the COMMIT
+// that carries an outcome is sent in commit.go; an attempt that another
+// can settle is retried in retry.go;
 // expired keys go in sweep.go, on a schedule in janitor.go. Inline mode's
 // statements ride along the body's own, so its attempt is per driver
 // (inlinepgx.go, inlinesql.go). The SQL text is in queries.go (the

@@ -143,7 +143,7 @@ WHERE (t.scope, t.method, t.key) = (SELECT scope, method, key FROM %[1]s
 // The standby's statements (replication.go).
 
 // syncRepColumn is true when the session's commits wait for a synchronous
-// standby: a column of the claim and read statements (rowColumns), so that
+// standby: a column of the read statement (rowColumns), so that
 // a replay learns it with the row. A server that does not know the settings
 // (a PostgreSQL-compatible one) reads them as NULL: false.
 const syncRepColumn = `coalesce(current_setting('synchronous_standby_names', true) <> ''

@@ -29,8 +29,8 @@ import (
 // is reported as ErrOutcomeNotRecorded, never as success.
 //
 // The row such a COMMIT leaves is visible to a retry on the same primary.
-// A retry never replays it as success before the standby has it: the claim
-// statement (or the inline lookup's round trip) also asks whether the
+// A retry never replays it as success before the standby has it: atomic
+// mode's lookup (or the inline lookup's round trip) also asks whether the
 // session's commits wait for a synchronous standby; if they do, before a
 // stored outcome is replayed the runtime runs confirmReplication, a
 // statement that writes a tiny record to the WAL and commits. That commit's record comes after the commit of
@@ -39,7 +39,8 @@ import (
 // too. If that confirmation is cut off in turn (the standby is still away),
 // the replay is an ErrStore error, which a later retry settles; it is never
 // the stored success. On a server without synchronous replication an atomic
-// or inline replay sends nothing more; an external one sends
+// or inline replay sends nothing more (with it, an atomic replay sends the
+// confirmation in a round trip of its own, outside any transaction); an external one sends
 // confirmIfSyncRepSQL, which writes nothing there.
 
 // unreplicatedFlag is the key, in a connection's CustomData, of the mark

@@ -39,9 +39,9 @@ type Event struct {
 // Hooks are called synchronously as calls progress. Any may be nil. They are
 // meant for metrics and tests and must be quick and must not panic.
 type Hooks struct {
-	Claimed    func(context.Context, Event) // the key was claimed (a new row or an expired one taken over)
-	Executed   func(context.Context, Event) // the method body ran (whatever it returned)
-	Replayed   func(context.Context, Event) // a stored response was returned
+	Claimed    func(context.Context, Event) // the body is about to run: external and inline modes, the key is claimed; atomic mode, its lookup found no live row (a twin's body may run too: the first to record the key commits, see Atomic)
+	Executed   func(context.Context, Event) // the method body ran (whatever it returned, and whether or not its work then committed)
+	Replayed   func(context.Context, Event) // a stored response was returned (atomic mode: also to a call whose body ran and lost to a twin)
 	Mismatch   func(context.Context, Event) // the key was reused with a different request
 	InProgress func(context.Context, Event) // another attempt holds the key
 	TakenOver  func(context.Context, Event) // an expired or abandoned claim was taken over
@@ -147,8 +147,9 @@ const DefaultClaimWait = 5 * time.Second
 // (PostgreSQL's lock_timeout, which enforces it, counts milliseconds) and at
 // most 24h. A twin whose holder commits within the wait replays its answer;
 // pick a wait above the time your atomic methods take, and under your
-// callers' deadlines. The wait applies to the claim statement only: the
-// method body runs with the connection's own lock_timeout.
+// callers' deadlines. The wait applies to the claim statement only (atomic
+// mode: the record statement, which waits on a twin's row not yet
+// committed): the method body runs with the connection's own lock_timeout.
 func WithClaimWait(d time.Duration) Option { return func(c *config) { c.claimWait = d } }
 
 // DefaultSweepShare is the share of its running time a sweep spends
@@ -182,7 +183,6 @@ type Store struct {
 	q      queries
 	recent *recentDurations // body durations per method, for RetryAfter
 	inline *inlineSweepers  // inline methods the janitor sweeps (RegisterInline)
-	behind chan struct{}    // places for replays' rollbacks sent after the answer (afterAnswer)
 	// recording bounds the mismatches recorded after the answer
 	// (recordMismatchBehind); records counts them until they end.
 	recording chan struct{}
@@ -241,7 +241,7 @@ func newStore(opts []Option, check func(config) error) (*Store, error) {
 		return nil, err
 	}
 	return &Store{cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted()), recent: &recentDurations{}, inline: &inlineSweepers{},
-		behind: make(chan struct{}, maxBehind), recording: make(chan struct{}, maxRecording), pause: sleepCtx}, nil
+		recording: make(chan struct{}, maxRecording), pause: sleepCtx}, nil
 }
 
 func (c config) validate() error {
@@ -319,30 +319,6 @@ type Method[R any] struct {
 type FinalError struct {
 	Name string // the Go identifier, stored in the ledger
 	Err  error
-}
-
-// maxBehind is how many replays' rollbacks a store runs at once after
-// their callers have the answer.
-const maxBehind = 4
-
-// afterAnswer ends a replay's read-only transaction (end), in the
-// background when fewer than maxBehind others are, so that the caller does
-// not wait for it; otherwise now. Each one in the background holds its
-// connection: unbounded, a burst of replays would make the pool open a
-// connection for nearly every call (63 of 80 for 16 goroutines replaying
-// for 4 s, where 16 serve them), each paying a backend's start and the
-// claim statement's first plans. Bounded, a caller waits for its own
-// ROLLBACK only when the store is that busy.
-func (s *Store) afterAnswer(end func()) {
-	select {
-	case s.behind <- struct{}{}:
-		go func() {
-			defer func() { <-s.behind }()
-			end()
-		}()
-	default:
-		end()
-	}
 }
 
 // sleepCtx waits for d, or returns ctx's error when ctx ends first.

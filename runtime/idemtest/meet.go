@@ -11,10 +11,11 @@ import (
 // on their key, however loaded the machine: the first attempt to claim the
 // key is held inside its claim (Claimed, called from the store's Claimed
 // hook) until every other attempt has met the claim, then released. An
-// attempt has met the claim when it was told the key is in progress
-// (Waited, called from the store's InProgress hook; external mode) or is
-// blocked in PostgreSQL on the claim's row lock (atomic mode, read from
-// pg_stat_activity of the test's database).
+// attempt has met the claim when it claimed the key too (atomic mode: its
+// lookup found the key free as well), was told the key is in progress or
+// answered by a replay (Waited, called from the store's InProgress and
+// Replayed hooks), or is blocked in PostgreSQL on a row lock of the key
+// (read from pg_stat_activity of the test's database).
 //
 // The hold also ends when every attempt has claimed the key (a broken
 // runtime lets them all in: the test then fails on what they did, never
@@ -48,8 +49,9 @@ func Caller(ctx context.Context, i int) context.Context {
 	return context.WithValue(ctx, callerKey{}, i)
 }
 
-// Waited records that the attempt whose context is ctx was told the key is in
-// progress. Call it from the store's InProgress hook.
+// Waited records that the attempt whose context is ctx met the first claim:
+// it was told the key is in progress, or was answered by a replay. Call it
+// from the store's InProgress and Replayed hooks.
 func (m *Meeting) Waited(ctx context.Context) {
 	i, ok := ctx.Value(callerKey{}).(int)
 	if !ok {
@@ -61,9 +63,12 @@ func (m *Meeting) Waited(ctx context.Context) {
 }
 
 // Claimed holds the first claim of the key until the others have met it (see
-// Meeting). Call it from the store's Claimed hook; later claims pass through.
+// Meeting). Call it from the store's Claimed hook; a later claim passes
+// through, and has met the first (in atomic mode twins all run the body;
+// the first to record the key commits).
 func (m *Meeting) Claimed(ctx context.Context) {
 	if m.claims.Add(1) != 1 {
+		m.Waited(ctx)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, MeetingBound)

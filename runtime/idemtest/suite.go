@@ -88,6 +88,7 @@ func newEnv(t *testing.T, pkg Package, method string, withClock bool, store Stor
 		Executed:   func(context.Context, idem.Event) { e.executed.Add(1) },
 		Claimed:    func(ctx context.Context, _ idem.Event) { e.meet(func(m *Meeting) { m.Claimed(ctx) }) },
 		InProgress: func(ctx context.Context, _ idem.Event) { e.meet(func(m *Meeting) { m.Waited(ctx) }) },
+		Replayed:   func(ctx context.Context, _ idem.Event) { e.meet(func(m *Meeting) { m.Waited(ctx) }) },
 	})}
 	if withClock {
 		e.clock = NewClock(time.Time{})

@@ -79,6 +79,59 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 	l.finalErrors(t)
 	t.Run("in the caller's transaction", s.inTx(l, rt))
 	t.Run("failing body in the caller's transaction", s.failingInTx(l, rt))
+	t.Run("twin recorded during the body", s.twinDuringBody(l, rt, false, false))
+	t.Run("body error after a twin recorded", s.twinDuringBody(l, rt, false, true))
+	t.Run("twin recorded during the body in the caller's transaction", s.twinDuringBody(l, rt, true, false))
+}
+
+// twinDuringBody: a twin runs to its end (on another connection) while the
+// body runs, after the call's lookup found the key free; then the body does
+// the work (or, with fail, returns an error, as a body that the twin's
+// committed work makes fail would). The call's record loses to the twin's
+// row: its work rolls back, and it answers with the twin's response, as a
+// replay, never with its own answer or error. inTx runs the call in a
+// caller's transaction (MInTx), which stays usable.
+func (s AtomicTx[S, W, A, R, T]) twinDuringBody(l ledgerSuite[S, W, A, R], rt callerTx[T], inTx, fail bool) func(*testing.T) {
+	return func(t *testing.T) {
+		e, svc, w := l.setup(t)
+		a := s.Sample(t)
+		ctx := keyCtx(t, "twin-during-body", "")
+		var twin R
+		var twinErr error
+		body := func(bctx context.Context, tx T) (R, error) {
+			twin, twinErr = s.Call(w, ctx, a)
+			if fail {
+				var zero R
+				return zero, errInjected
+			}
+			return s.Body(svc, bctx, tx, a)
+		}
+		octx, o := idem.ContextWithOutcome(ctx)
+		var got R
+		var err error
+		if inTx {
+			tx, berr := rt.begin(ctx, e.db)
+			must(t, "begin", berr)
+			defer func() { _ = rt.rollback(ctx, tx) }() // after Commit, a no-op
+			got, err = idem.AtomicInTx(octx, e.store, tx, s.Method, s.Fingerprint(a), body)
+			if err == nil {
+				must(t, "the caller's transaction is unusable after the lost record", rt.exec(ctx, tx, "SELECT 1"))
+				must(t, "commit", rt.commit(ctx, tx))
+			}
+		} else {
+			got, err = idem.Atomic(octx, e.store, s.Method, s.Fingerprint(a), body)
+		}
+		must(t, "the twin (the request from "+funcName(s.Sample)+" must succeed)", twinErr)
+		if err != nil {
+			t.Fatalf("a call whose twin recorded the key during its body: got error %v, want the twin's answer", err)
+		}
+		if !o.Replayed() {
+			t.Errorf("a call whose twin recorded the key during its body answered on its own, want a replay of the twin's answer")
+		}
+		same(t, []result[R]{{resp: twin}, {resp: got}}, l.equal)
+		e.wantRows(t, 1)
+		e.wantEffects(t, 1)
+	}
 }
 
 // inTx: inside one caller transaction (MInTx) a retry replays, another

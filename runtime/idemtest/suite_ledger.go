@@ -3,6 +3,7 @@ package idemtest
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,15 +108,29 @@ func (l ledgerSuite[S, W, A, R]) requestKey(t *testing.T) {
 	e.wantEffects(t, 1)
 }
 
-// race: n identical requests released at once: one execution, one ledger
-// row, equal responses.
+// race: n identical requests released at once: one run's work commits,
+// one ledger row, equal responses. External mode runs the body once; in
+// atomic mode twins may all run it, and exactly one call's answer is its
+// own (every other one's is a replay of it).
 func (l ledgerSuite[S, W, A, R]) race(n int, key string) func(*testing.T) {
 	return func(t *testing.T) {
 		e, _, w := l.setup(t)
 		a := l.sample(t)
 		ctx := l.ctx(t, key, "", true)
-		race(t, e, n, l.equal, func(i int) (R, error) { return l.call(w, Caller(ctx, i), a) })
-		e.wantExecutions(t, 1)
+		var fresh atomic.Int64
+		race(t, e, n, l.equal, func(i int) (R, error) {
+			ctx, o := idem.ContextWithOutcome(Caller(ctx, i))
+			r, err := l.call(w, ctx, a)
+			if err == nil && !o.Replayed() {
+				fresh.Add(1)
+			}
+			return r, err
+		})
+		if l.external {
+			e.wantExecutions(t, 1)
+		} else if got := fresh.Load(); got != 1 {
+			t.Errorf("%d of %d calls got an answer of their own, not a replay, want 1: one run's work commits per key", got, n)
+		}
 		e.wantRows(t, 1)
 		e.wantEffects(t, 1)
 	}
