@@ -16,7 +16,8 @@ const holdLock = 4242
 
 // commitHoldDDL makes the server hold one armed COMMIT of the atomic method:
 // a deferred constraint trigger on the ledger fires when the transaction
-// that stored a response commits, inside the COMMIT, before it is durable.
+// that stored a response (atomic mode: inserted the key's row with it)
+// commits, inside the COMMIT, before it is durable.
 // If commit_arm has a row, the trigger takes it (SKIP LOCKED: one COMMIT
 // per arm), notes the arm and the key in commit_held (visible only if this
 // COMMIT completes) and waits for holdLock, which the test holds. The hold is on
@@ -40,6 +41,11 @@ END $$`, holdLock),
 		fmt.Sprintf(`CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON %s
 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
 WHEN (NEW.method = '%s' AND NEW.response IS NOT NULL AND OLD.response IS NULL)
+EXECUTE FUNCTION hold_commit()`, idem.DefaultTable, method),
+		// Atomic mode writes the key's row once, with its response.
+		fmt.Sprintf(`CREATE CONSTRAINT TRIGGER hold_commit_insert AFTER INSERT ON %s
+DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+WHEN (NEW.method = '%s' AND NEW.response IS NOT NULL)
 EXECUTE FUNCTION hold_commit()`, idem.DefaultTable, method),
 	}
 }
