@@ -395,6 +395,35 @@ func TestLostRecordReplays(t *testing.T) {
 	}
 }
 
+// TestLostRecordInTxBodySentNothing: in the caller's transaction, a body
+// that sends nothing has its savepoint sent with the record statement;
+// when a twin recorded the key meanwhile, the record is refused, the
+// savepoint rolled back, and the caller's transaction stays usable.
+func TestLostRecordInTxBodySentNothing(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnvOn(t, p)
+			ctx := context.Background()
+			tx, err := p.begin(ctx, e.db)
+			require.NoError(t, err)
+			defer func() { _ = tx.rollback(ctx) }()
+			var twin result
+			octx, o := idem.ContextWithOutcome(keyed("nothing"))
+			r, err := p.atomicInTx(octx, e.store, tx, e.m, fp("100"), func(context.Context, stmts) (Receipt, error) {
+				twin = e.callOn(p, keyed("nothing"), "100", 100)
+				require.NoError(t, twin.err)
+				return Receipt{Note: "sent nothing"}, nil
+			})
+			require.NoError(t, err)
+			assert.True(t, o.Replayed())
+			assert.Equal(t, twin.r, r)
+			require.NoError(t, tx.exec(ctx, `INSERT INTO payments (amount) VALUES (7)`), "the caller's transaction is usable")
+			require.NoError(t, tx.commit(ctx))
+			assert.Equal(t, 2, e.count(t, "payments"), "the twin's and the caller's own")
+		})
+	}
+}
+
 // TestBodyErrorAfterTwinReplays: the twin's committed work makes the body
 // fail (a unique business key); the error is not returned: the lookup
 // after it finds the twin's row and replays its answer.

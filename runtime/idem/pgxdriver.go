@@ -121,9 +121,10 @@ func (t *pgxAttempt) done(ctx context.Context, s *Store) {
 // runs in it, the body under a savepoint that travels with the body's
 // first statement, and RELEASE goes out with the record statement.
 type pgxInTx struct {
-	s    *Store
-	tx   pgx.Tx
-	body *inlineTx
+	s        *Store
+	tx       pgx.Tx
+	body     *inlineTx
+	sentOpen bool // the savepoint went out with the record statement
 }
 
 var _ ledgerTx = (*pgxInTx)(nil)
@@ -139,12 +140,16 @@ func (t *pgxInTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 func (t *pgxInTx) open(context.Context) error { return nil }
 
 func (t *pgxInTx) finish(ctx context.Context, stmt string, args []any) (string, error) {
-	return finishBatch(ctx, t.tx, t.body.takePending(), stmt, args, "RELEASE SAVEPOINT "+savepoint)
+	pending := t.body.takePending()
+	if len(pending) > 0 {
+		t.sentOpen = true // the body sent nothing: the savepoint goes in this batch
+	}
+	return finishBatch(ctx, t.tx, pending, stmt, args, "RELEASE SAVEPOINT "+savepoint)
 }
 
 func (t *pgxInTx) abandon(ctx context.Context) error {
 	t.body.takePending()
-	if !t.body.opened() {
+	if !t.body.opened() && !t.sentOpen {
 		return nil
 	}
 	return t.s.rollbackToSavepoint(ctx, t.tx)
