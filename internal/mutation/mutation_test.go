@@ -172,7 +172,7 @@ const recordWhere = "    WHERE %[3]s AND t.fence = $9\n"
 
 // The atomic record's guard (queries.go): a record that matched no row
 // divides by zero, so the pipelined COMMIT rolls the work back.
-const recordGuard = "SELECT 1 / (count(*) = 1)::int, set_config("
+const recordGuard = "const refuseUnlessOne = \"1 / (count(*) = 1)::int\""
 
 // The lookup after an atomic attempt lost (atomic.go): a twin's row
 // answers, whatever made the attempt lose.
@@ -557,7 +557,7 @@ func coreMutations() []mutation {
 			bug: "the record statement does not refuse a record that matched no row: the COMMIT sent with it " +
 				"commits the work of a call whose twin recorded the key first",
 			edits: []edit{
-				{"queries.go", recordGuard, "SELECT count(*), set_config("},
+				{"queries.go", recordGuard, "const refuseUnlessOne = \"count(*)\""},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body":                             twinNotReplayed,

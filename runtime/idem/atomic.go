@@ -259,7 +259,7 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 		ended = true
 		return lost[R](ctx, s, m, c, t, err, false, confirm, refused)
 	}
-	_, err = t.finish(ctx, s.q.record, s.recordArgs(c, m.retention(s), seen, resp, errName, errMsg))
+	_, err = t.finish(ctx, s.q.recordInTx, s.recordArgs(c, m.retention(s), seen, resp, errName, errMsg))
 	ended = true
 	if err != nil {
 		if isDivisionByZero(err) {

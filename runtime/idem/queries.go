@@ -10,7 +10,7 @@ import (
 // Tests pass a time to step past windows without sleeping. Scope, method and
 // key follow as $2..$4, or as $1..$3 in statements that need no time.
 type queries struct {
-	read, record, claimExternal, finishExternal, release, extend, step, stepLegacy, sweep, mismatch string
+	read, record, recordInTx, claimExternal, finishExternal, release, extend, step, stepLegacy, sweep, mismatch string
 }
 
 func newQueries(table string) queries {
@@ -37,10 +37,10 @@ func newQueries(table string) queries {
 FROM %[1]s AS r WHERE r.scope = $2 AND r.method = $3 AND r.key = $4`, table, rowColumns),
 
 		// record (atomic mode): writes the key's row, once, with the
-		// outcome, in the body's transaction; COMMIT (or RELEASE) follows in
-		// the same round trip. The lookup before the body found no row
-		// ($9 = 0: fences start at 1) or an expired one whose fence was $9:
-		// the insert makes the row, or takes the expired one over as a new
+		// outcome, in the body's transaction; COMMIT follows in the same
+		// round trip. The lookup before the body found no row ($9 = 0:
+		// fences start at 1) or an expired one whose fence was $9: the
+		// insert makes the row, or takes the expired one over as a new
 		// intention with fence $8 (= $9 + 1). Any other row, committed by a
 		// twin since the lookup, matches nothing (ON CONFLICT DO UPDATE
 		// checks its WHERE again on the row version it waited for, so two
@@ -51,25 +51,24 @@ FROM %[1]s AS r WHERE r.scope = $2 AND r.method = $3 AND r.key = $4`, table, row
 		// A twin's row not yet committed makes the insert wait for the twin
 		// to end. That wait is bounded by the store's claim wait ($13): a
 		// transaction-local lock_timeout set just before the row to insert
-		// is made, after the value in force is saved (saved is read first,
-		// by the set_config that changes it; OFFSET 0 keeps that step in its
-		// place), and put back once the insert is over (the outer query
-		// reads the insert's count first), so a caller's transaction
-		// (AtomicInTx) goes on with its own setting.
-		record: fmt.Sprintf(`WITH saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
+		// is made (OFFSET 0 keeps that step in its place). Nothing runs
+		// after it in the attempt's transaction, so it is not put back.
+		record: fmt.Sprintf(`WITH recorded AS (
+    %[1]s)
+SELECT %[2]s FROM recorded`, fmt.Sprintf(recordInsert, table, now, reclaimable, ""), refuseUnlessOne),
+
+		// recordInTx (AtomicInTx): record under a savepoint in the caller's
+		// transaction, RELEASE following in the same round trip. The
+		// lock_timeout in force is saved before the claim wait replaces it
+		// (saved is read first, by the set_config that changes it) and put
+		// back once the insert is over (the outer query reads the insert's
+		// count first), so the caller's transaction goes on with its own
+		// setting.
+		recordInTx: fmt.Sprintf(`WITH saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
 recorded AS (
-    INSERT INTO %[1]s AS t (scope, method, key, fingerprint, status, response, error_name, error_message, fence, created_at, expires_at, intention)
-    SELECT $2, $3, $4, $5, 'done', $10, $11, $12, $8, %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7
-    FROM (SELECT set_config('lock_timeout', $13, true) FROM saved OFFSET 0) AS claim_wait
-    ON CONFLICT (scope, method, key) DO UPDATE
-    SET fingerprint = excluded.fingerprint, status = 'done', response = excluded.response,
-        error_name = excluded.error_name, error_message = excluded.error_message, steps = '{}',
-        fence = excluded.fence, created_at = excluded.created_at, expires_at = excluded.expires_at,
-        locked_until = NULL, intention = excluded.intention
-    WHERE %[3]s AND t.fence = $9
-    RETURNING 1)
-SELECT 1 / (count(*) = 1)::int, set_config('lock_timeout', (SELECT lock_timeout FROM saved), true)
-FROM recorded`, table, now, reclaimable),
+    %[1]s)
+SELECT %[2]s, set_config('lock_timeout', (SELECT lock_timeout FROM saved), true)
+FROM recorded`, fmt.Sprintf(recordInsert, table, now, reclaimable, " FROM saved"), refuseUnlessOne),
 
 		// claimExternal: commits an in-progress row with a lock. It starts a
 		// new intention ($8) on a row whose retention ended, unless an
@@ -139,6 +138,27 @@ WHERE (t.scope, t.method, t.key) = (SELECT scope, method, key FROM %[1]s
     ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, table, now),
 	}
 }
+
+// recordInsert is the insert of atomic mode's record statements (record,
+// recordInTx), over table (%[1]s), the time (%[2]s), the condition of a row
+// that may start a new intention (%[3]s) and what the claim wait's
+// set_config reads from (%[4]s).
+const recordInsert = `INSERT INTO %[1]s AS t (scope, method, key, fingerprint, status, response, error_name, error_message, fence, created_at, expires_at, intention)
+    SELECT $2, $3, $4, $5, 'done', $10, $11, $12, $8, %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7
+    FROM (SELECT set_config('lock_timeout', $13, true)%[4]s OFFSET 0) AS claim_wait
+    ON CONFLICT (scope, method, key) DO UPDATE
+    SET fingerprint = excluded.fingerprint, status = 'done', response = excluded.response,
+        error_name = excluded.error_name, error_message = excluded.error_message, steps = '{}',
+        fence = excluded.fence, created_at = excluded.created_at, expires_at = excluded.expires_at,
+        locked_until = NULL, intention = excluded.intention
+    WHERE %[3]s AND t.fence = $9
+    RETURNING 1`
+
+// refuseUnlessOne is the record statements' answer: 1 when the insert
+// wrote the key's row, a division by zero otherwise, which aborts the
+// transaction so that the COMMIT (or RELEASE) sent with it does not commit
+// the work.
+const refuseUnlessOne = "1 / (count(*) = 1)::int"
 
 // The standby's statements (replication.go).
 
