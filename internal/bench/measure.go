@@ -167,9 +167,7 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 // measured: enough calls that every connection the measurement will use is
 // open and has run each statement past the server's first five executions,
 // which are planned afresh each time (custom plans, a millisecond or more
-// for the claim statement) before a cached generic plan takes over. A
-// replay gives its connection back only after its ROLLBACK, so at c
-// goroutines a pool may grow to twice c connections.
+// for the ledger's statements) before a cached generic plan takes over.
 func warmUp(c, ops int) load {
 	return load{ops: max(20*c, min(1000, ops/2))}
 }

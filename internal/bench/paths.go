@@ -390,7 +390,8 @@ func prepareLockFirst(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 		return nil, err
 	}
 	// The claim wait is set by the lock statement and put back by the
-	// read, as runtime/idem's claim statement sets and puts it back. The
+	// read, as runtime/idem's claim statement did when the claim came
+	// first (its record statement in the caller's transaction still does). The
 	// read cannot share the lock's statement: it must start after the lock
 	// is granted, to see the row of the holder it waited for.
 	const lock = `SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || length($2) || ':' || $2 || $3, 0))

@@ -22,13 +22,14 @@ import (
 //   - op=lookup: the replay's floor, one autocommit SELECT of the finished
 //     ledger row by its key, the columns a replay answers from;
 //   - op=txlookup: the same SELECT sent with BEGIN, the transaction then
-//     rolled back without the caller waiting: the least a replay costs
-//     whose first round trip must also open the transaction a claim
-//     needs (the claimed path's round trips no more than the work's own);
-//   - op=replay: the wrapper replaying those keys, in the same order;
+//     rolled back without the caller waiting: what a replay cost while the
+//     claim came first and opened the transaction with it;
+//   - op=replay: the wrapper replaying those keys, in the same order (its
+//     lookup alone);
 //   - op=floor: the claim's floor, the work, then the whole ledger row
-//     (response included) sent with COMMIT: no claim before the work;
-//   - op=claimed: the wrapper claiming a new key.
+//     (response included) sent with COMMIT;
+//   - op=claimed: the wrapper recording a new key (the lookup, the work
+//     with BEGIN, the ledger row with COMMIT).
 //
 // Each reports its round trips per call (tripCounter), which the machine's
 // load cannot change:
@@ -52,11 +53,14 @@ func BenchmarkFloors(b *testing.B) {
 	}
 }
 
-// TestFloorRoundTrips pins the floors' own round trips, on one connection
-// whose statement cache is warm: a lookup is one, the claim's floor the
-// work's three (BEGIN, INSERT, the ledger row with COMMIT).
+// TestFloorRoundTrips pins the round trips of the floors and of the
+// wrapper's paths beside them, on one connection whose statement cache is
+// warm: a lookup is one, and so is a replay; the claim's floor is the
+// work's three (BEGIN, INSERT, the ledger row with COMMIT), and so is the
+// claimed path (the lookup, BEGIN with the INSERT, the ledger row with
+// COMMIT).
 func TestFloorRoundTrips(t *testing.T) {
-	want := map[string]int64{"lookup": 1, "txlookup": 1, "floor": 3}
+	want := map[string]int64{"lookup": 1, "txlookup": 1, "replay": 1, "floor": 3, "claimed": 3}
 	for _, op := range floorOps {
 		if _, ok := want[op.name]; !ok {
 			continue
@@ -176,8 +180,9 @@ func prepareReplayFloor(t testing.TB, db *idemtest.DB) func(context.Context, int
 
 // prepareClaimFloor is the claim's floor: the work, then one INSERT of the
 // finished ledger row, response included, in the round trip of COMMIT. It
-// is not idempotent against concurrent twins (both run the work), which is
-// why the wrapper claims first.
+// is not idempotent against concurrent twins (a second row fails the
+// primary key and the caller gets the error); the wrapper adds the lookup
+// before the work, and answers a row a twin recorded first from that row.
 func prepareClaimFloor(t testing.TB, db *idemtest.DB) func(context.Context, int) {
 	insert := fmt.Sprintf(`INSERT INTO %s (scope, method, key, fingerprint, status, response, expires_at, intention)
 VALUES ('', $1, $2, $3, 'done', $4, now() + $5::bigint * interval '1 microsecond', gen_random_uuid())`, ledgerTable(t))
