@@ -96,7 +96,14 @@ func scenarios(t testing.TB, format string) map[string]map[string][]byte {
 	moved, err := Plan(cfg, dir)
 	require.NoError(t, err)
 	dir = merge(dir, moved)
-	return map[string]map[string][]byte{"fresh": fresh, "evolved": dir}
+
+	cfg = cfgFor(format)
+	cfg.Distributed = "citus:orders.tenant_id"
+	citus, err := Plan(cfg, nil)
+	require.NoError(t, err)
+	later, err := Plan(cfg, fresh)
+	require.NoError(t, err)
+	return map[string]map[string][]byte{"fresh": fresh, "evolved": dir, "citus": citus, "citus-later": merge(maps.Clone(fresh), later)}
 }
 
 func mustDefaults(t testing.TB, cfg Config) Config {
@@ -342,4 +349,27 @@ func TestReadDir(t *testing.T) {
 	got, err = ReadDir(os.DirFS(dir), "missing")
 	require.NoError(t, err)
 	assert.Empty(t, got, "a directory that does not exist yet reads as empty")
+}
+
+// TestCitusSettingIsKept refuses to drop or change the distribution an
+// earlier migration wrote: idemgen writes no migration that undoes or moves
+// a distributed table.
+func TestCitusSettingIsKept(t *testing.T) {
+	cfg := cfgFor(DefaultFormat)
+	cfg.Distributed = "citus:orders.tenant_id"
+	dir, err := Plan(cfg, nil)
+	require.NoError(t, err)
+	again, err := Plan(cfg, dir)
+	require.NoError(t, err)
+	assert.Equal(t, dir, again, "a second run writes nothing new")
+
+	cfg.Distributed = ""
+	_, err = Plan(cfg, dir)
+	assert.ErrorContains(t, err, "was distributed on Citus (distributed=citus:orders.tenant_id) by an earlier migration")
+	cfg.Distributed = "citus:accounts.tenant_id"
+	_, err = Plan(cfg, dir)
+	assert.ErrorContains(t, err, "as citus:orders.tenant_id by an earlier migration, not citus:accounts.tenant_id")
+	cfg.Distributed = "citus:idempotency_keys.scope"
+	_, err = Plan(cfg, dir)
+	assert.ErrorContains(t, err, "names the ledger idempotency_keys itself")
 }
