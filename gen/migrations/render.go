@@ -244,14 +244,15 @@ func (r *renderer) distributeStmts() (up, down []stmt) {
 		SQL: "SET LOCAL lock_timeout = " + lock + ";\nSET LOCAL statement_timeout = 0;",
 	}
 	dist := r.distributeStmt(*r.cfg.citus)
-	dist.Why = append(dist.Why, "Skipped when the table is distributed already (by hand, with create_distributed_table_concurrently).")
+	dist.Why = append(dist.Why, "Skipped when the table is distributed already (by hand, with create_distributed_table_concurrently). The copied rows are then removed from the coordinator's local table, where Citus leaves them on disk, unseen.")
 	dist.SQL = r.format.Block(fmt.Sprintf(`DO $$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = to_regclass(%s)) THEN
         PERFORM %s
+        PERFORM truncate_local_data_after_distributing_table(%s);
     END IF;
 END
-$$;`, quoteLiteral(r.ledger.Table.Quoted()), strings.TrimPrefix(dist.SQL, "SELECT ")))
+$$;`, quoteLiteral(r.ledger.Table.Quoted()), strings.TrimPrefix(dist.SQL, "SELECT "), quoteLiteral(r.ledger.Table.Quoted())))
 	up = append(up, set, dist)
 	down = append(down, set, stmt{
 		Why: []string{"A rollback turns the ledger back into a local table on the coordinator, rows included."},

@@ -89,12 +89,20 @@ func (m *InlineMethod[R]) queries() (*inlineQueries, error) {
 	return &m.q, m.err
 }
 
+// inlineClear frees a row's key and keeps its scope: the scope is the
+// row's tenant, and on Citus the distribution column, which no statement
+// may change (a NULL key is neither indexed nor found).
+func inlineClear() string {
+	return fmt.Sprintf("%s = NULL, %s = NULL, %s = NULL",
+		ledger.Quote(ledger.InlineKeyColumn), ledger.Quote(ledger.InlineFingerprintColumn), ledger.Quote(ledger.InlineClaimedAtColumn))
+}
+
 func newInlineQueries(s ledger.Inline) inlineQueries {
 	const now = "coalesce($1::timestamptz, now())"
 	t := s.Table.Quoted()
 	key, scope := ledger.Quote(ledger.InlineKeyColumn), ledger.Quote(ledger.InlineScopeColumn)
 	fp, at := ledger.Quote(ledger.InlineFingerprintColumn), ledger.Quote(ledger.InlineClaimedAtColumn)
-	clear := fmt.Sprintf("%s = NULL, %s = NULL, %s = NULL, %s = NULL", key, scope, fp, at)
+	clear := inlineClear()
 	return inlineQueries{
 		schema: s,
 		// check: sent with COMMIT. The body must have written exactly one
@@ -105,15 +113,23 @@ func newInlineQueries(s ledger.Inline) inlineQueries {
 		// taken off its old row (the row stays) so the request runs as new.
 		free: fmt.Sprintf(`UPDATE %[1]s SET %[2]s
 WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint * interval '1 microsecond' <= %[6]s`, t, clear, scope, key, at, now),
-		// sweep: one batch of rows whose key has expired loses the key;
-		// rows a transaction holds are skipped, so cleanup never waits.
-		sweep: fmt.Sprintf(`WITH batch AS MATERIALIZED (
-    SELECT %[3]s AS scope, %[4]s AS key FROM %[1]s
-    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '1 microsecond' <= %[6]s
-    LIMIT $3 FOR UPDATE SKIP LOCKED)
-UPDATE %[1]s AS t SET %[2]s FROM batch
-WHERE t.%[4]s IS NOT NULL AND t.%[3]s = batch.scope AND t.%[4]s = batch.key`, t, clear, scope, key, at, now),
+		sweep: inlineSweepSQL(t, now, "$2::bigint", "$3"),
 	}
+}
+
+// inlineSweepSQL renders the inline sweep on table t (the table, or one of
+// its shards): one batch of rows whose key has expired loses the key; rows
+// a transaction holds are skipped, so cleanup never waits. now, retention
+// (µs) and batch are SQL expressions: parameters, or literals where the
+// statement goes without parameters (a shard's, citus.go).
+func inlineSweepSQL(t, now, retention, batch string) string {
+	key, scope := ledger.Quote(ledger.InlineKeyColumn), ledger.Quote(ledger.InlineScopeColumn)
+	return fmt.Sprintf(`WITH batch AS MATERIALIZED (
+    SELECT %[3]s AS scope, %[4]s AS key FROM %[1]s
+    WHERE %[4]s IS NOT NULL AND %[5]s + %[7]s * interval '1 microsecond' <= %[6]s
+    LIMIT %[8]s FOR UPDATE SKIP LOCKED)
+UPDATE %[1]s AS t SET %[2]s FROM batch
+WHERE t.%[4]s IS NOT NULL AND t.%[3]s = batch.scope AND t.%[4]s = batch.key`, t, inlineClear(), scope, key, ledger.Quote(ledger.InlineClaimedAtColumn), now, retention, batch)
 }
 
 func (m *InlineMethod[R]) retention(s *Store) time.Duration {

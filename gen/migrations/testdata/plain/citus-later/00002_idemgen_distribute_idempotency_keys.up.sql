@@ -40,11 +40,13 @@ SET LOCAL statement_timeout = 0;
 -- scope, so it routes to one shard, and a claim and the method's writes for one
 -- tenant stay on one node.
 -- Skipped when the table is distributed already (by hand, with
--- create_distributed_table_concurrently).
+-- create_distributed_table_concurrently). The copied rows are then removed from
+-- the coordinator's local table, where Citus leaves them on disk, unseen.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = to_regclass('"idempotency_keys"')) THEN
         PERFORM create_distributed_table('"idempotency_keys"', 'scope', colocate_with => '"orders"');
+        PERFORM truncate_local_data_after_distributing_table('"idempotency_keys"');
     END IF;
 END
 $$;
