@@ -19,7 +19,7 @@
 # other modules' tests run (it is skipped at once when Citus is already
 # installed), and the modules holding them wait for it. When the selection
 # holds ./example, its generated tests run a second time against a Citus
-# cluster (IDEMGEN_TEST_CITUS, docs/testing.md).
+# cluster (IDEMGEN_TEST_CITUS, docs/operations.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -52,7 +52,7 @@ selects() {
 }
 
 # The example's generated tests on a Citus cluster leave out, as the runtime
-# stands, what fails on a distributed ledger (docs/testing.md, "Citus"):
+# stands, what fails on a distributed ledger (docs/operations.md, "On a Citus cluster"):
 # external mode's claim (Payout, and TestOwnership's payouts), whose upsert
 # computes timestamps in DO UPDATE SET, which Citus refuses unless IMMUTABLE;
 # a takeover of an expired key, whose CASE holds now(); and the sweep, whose

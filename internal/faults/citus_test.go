@@ -62,7 +62,7 @@ func citusServer(t *testing.T) *idemtest.Server {
 // computes timestamps, which Citus refuses unless IMMUTABLE) and inline
 // mode's (a unique violation recognised by the index's and the table's
 // names, which an error from a worker does not carry) fail as the runtime
-// stands (docs/testing.md, "Citus").
+// stands (docs/operations.md, "On a Citus cluster").
 func newCitusEnv(t *testing.T, name string, cfg envConfig) *env {
 	t.Helper()
 	srv := citusServer(t)
