@@ -16,7 +16,7 @@
 # servers the tests start never JIT-inline Citus), -O1 without debug
 # information, no libcurl (that would only serve Citus's anonymous statistics
 # collection, which a test server must not run), no lz4 or zstd (columnar
-# compression, which no test uses). docs/testing.md has the timings.
+# compression, which no test uses). docs/operations.md ("On a Citus cluster") has the timings.
 #
 # Concurrent runs (two test runs on one machine) take a lock: one builds, the
 # other then finds it installed.
