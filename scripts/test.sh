@@ -61,7 +61,7 @@ citus_example_run='^(TestIdempotentPaymentsCharge|TestIdempotentPaymentsDeposit|
 citus_example_skip='/^(expired_key|sweep_keeps_live_keys|the_store.s_janitor_sweeps_it)$'
 
 # The directories holding Citus tests.
-citus_dirs=(runtime/idemtest/pgserver runtime/idemtest internal/faults example)
+citus_dirs=(runtime/idemtest/pgserver runtime/idemtest runtime/idem internal/faults example)
 citus=0 example=0
 for p in "${patterns[@]}"; do
 	for d in "${citus_dirs[@]}"; do selects "$p" "$d" && citus=1; done
