@@ -355,8 +355,8 @@ func inlineMutations() []mutation {
 			},
 		},
 		{
-			name:  "r_inline_expired_key_kept",
-			bug:   "an expired inline key is never taken off its old row, so a key reused after its retention replays the old row",
+			name: "r_inline_expired_key_kept",
+			bug:  "an expired inline key is never taken off its old row, so a key reused after its retention replays the old row",
 			edits: []edit{
 				{"inlinemethod.go", "WHERE %[3]s = $1 AND %[4]s = $2 AND %[5]s <= now()", "WHERE false AND %[3]s = $1 AND %[4]s = $2 AND %[5]s <= now()"},
 				{"inlinemethod.go", "WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s <= $1::timestamptz", "WHERE false AND %[3]s = $2 AND %[4]s = $3 AND %[5]s <= $1::timestamptz"},

@@ -34,9 +34,10 @@
 --
 -- Needed by: Payments.Charge, Payments.Refund.
 --
--- Roll back: run 00001_idemgen_create_idempotency_keys.down.sql (psql -v
--- ON_ERROR_STOP=1 -f), which drops the table and every stored response in it: a
--- retry of a request made before the rollback runs the method again.
+-- Roll back: migrate down 1 runs
+-- 000002_idemgen_create_idempotency_keys.down.sql, which drops the table and
+-- every stored response in it: a retry of a request made before the rollback
+-- runs the method again.
 
 BEGIN;
 

@@ -34,10 +34,9 @@
 --
 -- Needed by: Payments.Charge, Payments.Refund.
 --
--- Roll back: migrate down 1 runs
--- 000001_idemgen_create_idempotency_keys.down.sql, which drops the table and
--- every stored response in it: a retry of a request made before the rollback
--- runs the method again.
+-- Roll back: run 00002_idemgen_create_idempotency_keys.down.sql (psql -v
+-- ON_ERROR_STOP=1 -f), which drops the table and every stored response in it: a
+-- retry of a request made before the rollback runs the method again.
 
 BEGIN;
 

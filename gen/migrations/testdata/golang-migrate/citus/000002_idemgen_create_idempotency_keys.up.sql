@@ -34,11 +34,12 @@
 --
 -- Needed by: Payments.Charge, Payments.Refund.
 --
--- Roll back: run 00001_idemgen_create_idempotency_keys.down.sql (psql -v
--- ON_ERROR_STOP=1 -f), which drops the table and every stored response in it: a
--- retry of a request made before the rollback runs the method again.
+-- Roll back: migrate down 1 runs
+-- 000002_idemgen_create_idempotency_keys.down.sql, which drops the table and
+-- every stored response in it: a retry of a request made before the rollback
+-- runs the method again.
 --
--- idemgen: v=1 format=plain table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,steps,fence,created_at,expires_at,locked_until,intention,mismatch_at,mismatch_fingerprint indexes=expires_at_idx storage=autovacuum_analyze_scale_factor:0.02,autovacuum_vacuum_insert_scale_factor:0.01,autovacuum_vacuum_scale_factor:0.01 distributed=citus:orders.tenant_id
+-- idemgen: v=1 format=golang-migrate table=idempotency_keys creates=table key=scope,method,key columns=scope,method,key,fingerprint,status,response,error_name,error_message,steps,fence,created_at,expires_at,locked_until,intention,mismatch_at,mismatch_fingerprint indexes=expires_at_idx storage=autovacuum_analyze_scale_factor:0.02,autovacuum_vacuum_insert_scale_factor:0.01,autovacuum_vacuum_scale_factor:0.01 distributed=citus:orders.tenant_id
 
 BEGIN;
 
