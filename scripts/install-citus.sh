@@ -38,7 +38,7 @@ die() { echo "install-citus: $*" >&2; exit 1; }
 # The server the tests run: PG_CONFIG if set, otherwise the pg_config next to
 # the highest /usr/lib/postgresql/*/bin/postgres.
 if [ -z "${PG_CONFIG:-}" ]; then
-	bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)"
+	bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)"
 	[ -n "$bin" ] && [ -x "$bin/postgres" ] ||
 		die "no PostgreSQL server under /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql-15)"
 	major="$(basename "$(dirname "$bin")")"

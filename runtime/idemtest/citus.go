@@ -116,7 +116,7 @@ func citusDistributeLedger(ctx context.Context, conn *pgx.Conn, table string) er
 	if err != nil {
 		return fmt.Errorf("ledger table: %w", err)
 	}
-	name := l.Table.String()
+	name := l.Table.Quoted() // as regclass reads it
 	var distributed bool
 	if err := conn.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, name).Scan(&distributed); err != nil {
 		return fmt.Errorf("is %s distributed: %w", name, err)
