@@ -44,7 +44,7 @@ if [ -z "${PG_CONFIG:-}" ]; then
 	major="$(basename "$(dirname "$bin")")"
 	PG_CONFIG="$bin/pg_config"
 else
-	major="$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')"
+	major="$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')" || die "PG_CONFIG=$PG_CONFIG does not run"
 fi
 [ "$major" = 15 ] || die "Citus $VERSION is built here for PostgreSQL 15 (its patch is for 15.x), not $major"
 
