@@ -94,41 +94,47 @@ func TestCitusTwins(t *testing.T) {
 // a load of calls with repeated keys, waits until every
 // call in flight has returned, and starts it again: the worker holding the
 // tenant's shard (the claim, the insert and the response live there), then
-// the coordinator (the calls' connections and Citus's metadata).
+// the coordinator (the calls' connections and Citus's metadata); on the pgx
+// and the database/sql path.
 func TestCitusRestart(t *testing.T) {
-	for _, node := range []string{"worker", "coordinator"} {
-		t.Run(node, func(t *testing.T) {
-			n := size(30, 300)
-			e := newCitusEnv(t, "Citus "+node+" stopped (immediate) and restarted", envConfig{})
-			c := citusServer(t).Cluster()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			victim := c.Coordinator
-			if node == "worker" {
-				w, err := c.WorkerFor(ctx, e.db.Name, idem.DefaultTable, scope)
-				require.NoError(t, err)
-				victim = w
-			}
-			ins := intents("restart-"+node, 2*n, 0)
-			begin := time.Now()
-			wait := e.storm(ins, 4)
-			e.waitClaims(int64(len(ins) / 3))
-			require.NoError(t, victim.Kill(ctx))
-			e.drainInflight()
-			require.NoError(t, victim.Start(ctx))
-			require.NoError(t, c.WaitReady(ctx, e.db.Name))
-			wait()
-			t.Logf("%s (%s) killed and started again; done at %s", victim.Name(), victim.Addr(), time.Since(begin))
-			e.check(ins)
-		})
-	}
+	onBothPaths(t, func(t *testing.T, p txPath) {
+		for _, node := range []string{"worker", "coordinator"} {
+			t.Run(node, func(t *testing.T) {
+				n := size(30, 300)
+				e := newCitusEnv(t, "Citus "+node+" stopped (immediate) and restarted"+p.label(), envConfig{path: p})
+				c := citusServer(t).Cluster()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				victim := c.Coordinator
+				if node == "worker" {
+					w, err := c.WorkerFor(ctx, e.db.Name, idem.DefaultTable, scope)
+					require.NoError(t, err)
+					victim = w
+				}
+				ins := intents("restart-"+node, 2*n, 0)
+				begin := time.Now()
+				wait := e.storm(ins, 4)
+				e.waitClaims(int64(len(ins) / 3))
+				require.NoError(t, victim.Kill(ctx))
+				e.drainInflight()
+				require.NoError(t, victim.Start(ctx))
+				require.NoError(t, c.WaitReady(ctx, e.db.Name))
+				wait()
+				t.Logf("%s (%s) killed and started again; done at %s", victim.Name(), victim.Addr(), time.Since(begin))
+				e.check(ins)
+			})
+		}
+	})
 }
 
 // TestCitusCommitAcknowledgementLost is TestCommitAcknowledgementLost on a
 // Citus cluster: the armed COMMIT is held on the worker holding the tenant's
 // shard (the trigger is on the shard, its tables on that worker), inside the
 // COMMIT the coordinator sends it, and the answer the coordinator then sends
-// the caller is lost.
+// the caller is lost. It runs on the pgx path only: on database/sql (whose
+// COMMIT is a statement of its own) held COMMITs rolled back, a round that
+// does not count, often enough that a run lost 4 answers in 20 rounds, not
+// the 5 it requires; why they roll back there more often is not yet known.
 func TestCitusCommitAcknowledgementLost(t *testing.T) {
 	rounds := size(5, 10)
 	e := newCitusEnv(t, "COMMIT acknowledgement lost", envConfig{})
