@@ -6,7 +6,12 @@
 # directories, which PostgreSQL 15 cannot look for elsewhere.
 #
 #   scripts/install-citus.sh            # build and install, or print one line and skip
+#   scripts/install-citus.sh --deps     # only apt-get the build deps (when Citus is not installed)
 #   PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config scripts/install-citus.sh
+#
+# Installing the server headers (postgresql-server-dev-15) can upgrade the
+# server package to the headers' minor version: scripts/test.sh runs --deps
+# before any test starts a server, and the build itself beside the tests.
 #
 # It is skipped when citus.so and citus_columnar.so of this version are
 # already installed for the server the tests run (the highest version under
@@ -28,6 +33,13 @@ SHA256=cc5fb2bc63b877065796b362d3335c94110ef22869d0590f84960bb76c2945c4
 # Compiler options appended after PostgreSQL's own: the later -O wins.
 COPT="${CITUS_COPT:--O1 -g0}"
 
+deps_only=0
+case "${1:-}" in
+--deps) deps_only=1 ;;
+'') ;;
+*) echo "usage: $0 [--deps]" >&2; exit 2 ;;
+esac
+
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 src="$root/third_party/citus"
 tarball="$src/citus-$VERSION.tar.gz"
@@ -38,13 +50,13 @@ die() { echo "install-citus: $*" >&2; exit 1; }
 # The server the tests run: PG_CONFIG if set, otherwise the pg_config next to
 # the highest /usr/lib/postgresql/*/bin/postgres.
 if [ -z "${PG_CONFIG:-}" ]; then
-	bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)"
+	bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)"
 	[ -n "$bin" ] && [ -x "$bin/postgres" ] ||
 		die "no PostgreSQL server under /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql-15)"
 	major="$(basename "$(dirname "$bin")")"
 	PG_CONFIG="$bin/pg_config"
 else
-	major="$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')"
+	major="$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')" || die "PG_CONFIG=$PG_CONFIG does not run"
 fi
 [ "$major" = 15 ] || die "Citus $VERSION is built here for PostgreSQL 15 (its patch is for 15.x), not $major"
 
@@ -60,7 +72,7 @@ installed() {
 }
 
 if installed; then
-	say "Citus $VERSION already installed for PostgreSQL $major ($("$PG_CONFIG" --pkglibdir)/citus.so)"
+	[ "$deps_only" = 1 ] || say "Citus $VERSION already installed for PostgreSQL $major ($("$PG_CONFIG" --pkglibdir)/citus.so)"
 	exit 0
 fi
 
@@ -89,6 +101,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	PG_CONFIG="/usr/lib/postgresql/$major/bin/pg_config"
 fi
 [ -x "$PG_CONFIG" ] || die "$PG_CONFIG not found after installing postgresql-server-dev-$major"
+[ "$deps_only" = 0 ] || exit 0
 
 echo "$SHA256  $tarball" | sha256sum -c --quiet - || die "$tarball does not have the expected sha256 $SHA256"
 

@@ -90,6 +90,10 @@ logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
 
 if [ "$citus" = 1 ]; then
+	# The build deps first, before any test starts a server: installing
+	# them can upgrade the server package. A failure here is reported by
+	# the build below.
+	scripts/install-citus.sh --deps || true
 	(scripts/install-citus.sh >"$logs/citus.log" 2>&1; echo "$?" >"$logs/citus.rc") &
 fi
 

@@ -94,44 +94,56 @@ func TestCitusTwins(t *testing.T) {
 // a load of calls with repeated keys, waits until every
 // call in flight has returned, and starts it again: the worker holding the
 // tenant's shard (the claim, the insert and the response live there), then
-// the coordinator (the calls' connections and Citus's metadata).
+// the coordinator (the calls' connections and Citus's metadata); on the pgx
+// and the database/sql path.
 func TestCitusRestart(t *testing.T) {
-	for _, node := range []string{"worker", "coordinator"} {
-		t.Run(node, func(t *testing.T) {
-			n := size(30, 300)
-			e := newCitusEnv(t, "Citus "+node+" stopped (immediate) and restarted", envConfig{})
-			c := citusServer(t).Cluster()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			victim := c.Coordinator
-			if node == "worker" {
-				w, err := c.WorkerFor(ctx, e.db.Name, idem.DefaultTable, scope)
-				require.NoError(t, err)
-				victim = w
-			}
-			ins := intents("restart-"+node, 2*n, 0)
-			begin := time.Now()
-			wait := e.storm(ins, 4)
-			e.waitClaims(int64(len(ins) / 3))
-			require.NoError(t, victim.Kill(ctx))
-			e.drainInflight()
-			require.NoError(t, victim.Start(ctx))
-			require.NoError(t, c.WaitReady(ctx, e.db.Name))
-			wait()
-			t.Logf("%s (%s) killed and started again; done at %s", victim.Name(), victim.Addr(), time.Since(begin))
-			e.check(ins)
-		})
-	}
+	onBothPaths(t, func(t *testing.T, p txPath) {
+		for _, node := range []string{"worker", "coordinator"} {
+			t.Run(node, func(t *testing.T) {
+				n := size(30, 300)
+				e := newCitusEnv(t, "Citus "+node+" stopped (immediate) and restarted"+p.label(), envConfig{path: p})
+				c := citusServer(t).Cluster()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				victim := c.Coordinator
+				if node == "worker" {
+					w, err := c.WorkerFor(ctx, e.db.Name, idem.DefaultTable, scope)
+					require.NoError(t, err)
+					victim = w
+				}
+				ins := intents("restart-"+node, 2*n, 0)
+				begin := time.Now()
+				wait := e.storm(ins, 4)
+				e.waitClaims(int64(len(ins) / 3))
+				require.NoError(t, victim.Kill(ctx))
+				e.drainInflight()
+				require.NoError(t, victim.Start(ctx))
+				require.NoError(t, c.WaitReady(ctx, e.db.Name))
+				wait()
+				t.Logf("%s (%s) killed and started again; done at %s", victim.Name(), victim.Addr(), time.Since(begin))
+				e.check(ins)
+			})
+		}
+	})
 }
 
 // TestCitusCommitAcknowledgementLost is TestCommitAcknowledgementLost on a
 // Citus cluster: the armed COMMIT is held on the worker holding the tenant's
 // shard (the trigger is on the shard, its tables on that worker), inside the
 // COMMIT the coordinator sends it, and the answer the coordinator then sends
-// the caller is lost.
+// the caller is lost; on the pgx and the database/sql path.
 func TestCitusCommitAcknowledgementLost(t *testing.T) {
+	onBothPaths(t, func(t *testing.T, p txPath) { citusLoseCommitAcks(t, p) })
+}
+
+// citusLoseCommitAcks is TestCitusCommitAcknowledgementLost on path p. A
+// round whose held COMMIT rolled back (its caller gave up first) loses an
+// answer to nothing and does not count: it is tried up to eight times as
+// many rounds as it needs, twice TestCommitAcknowledgementLost's bound, for
+// a loaded machine runs three servers here.
+func citusLoseCommitAcks(t *testing.T, p txPath) {
 	rounds := size(5, 10)
-	e := newCitusEnv(t, "COMMIT acknowledgement lost", envConfig{})
+	e := newCitusEnv(t, "COMMIT acknowledgement lost"+p.label(), envConfig{path: p})
 	ctx := context.Background()
 	c := citusServer(t).Cluster()
 	w, err := c.WorkerFor(ctx, e.db.Name, idem.DefaultTable, scope)
@@ -163,7 +175,7 @@ WHERE shardid = get_shard_id_for_distribution_column($1::regclass, $2::text)`, i
 	ins := intents("commit", size(50, 500), 0)
 	wait := e.storm(ins, 4)
 	lost, tries := 0, 0
-	for lost < rounds && tries < 4*rounds {
+	for lost < rounds && tries < 8*rounds {
 		tries++
 		if e.loseCommitAck(ctl, tries) {
 			lost++

@@ -19,7 +19,8 @@ import (
 // says ("2"), started by this package (the extension must be installed:
 // scripts/install-citus.sh). Each test's database is then made on every
 // node, the ledger is distributed by scope, and the pool connects to the
-// coordinator. It is ignored when EnvDatabaseURL is set.
+// coordinator. It is ignored when EnvDatabaseURL is set, and by Start, whose
+// server is always a single one (StartCitus starts a cluster).
 const EnvCitus = "IDEMGEN_TEST_CITUS"
 
 // citusPrefix prefixes the temporary directories of the Citus nodes this
@@ -115,7 +116,7 @@ func citusDistributeLedger(ctx context.Context, conn *pgx.Conn, table string) er
 	if err != nil {
 		return fmt.Errorf("ledger table: %w", err)
 	}
-	name := l.Table.String()
+	name := l.Table.Quoted() // as regclass reads it
 	var distributed bool
 	if err := conn.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, name).Scan(&distributed); err != nil {
 		return fmt.Errorf("is %s distributed: %w", name, err)

@@ -16,8 +16,8 @@ import (
 // TestCitusDatabase makes a test database on a Citus cluster: it is on
 // every node, its ledger is distributed by scope before WithSetup's
 // statements run, which co-locate a business table with it, a claim and the
-// business write of an atomic call land on one worker, and Close drops the
-// database everywhere.
+// business write of an atomic call land on one worker, a ledger in a schema
+// is distributed too, and Close drops the database everywhere.
 func TestCitusDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -71,6 +71,13 @@ WHERE logicalrelid IN ('idempotency_keys'::regclass, 'orders'::regclass)`).Scan(
   (SELECT sum(result::int) FROM run_command_on_shards('orders', $$SELECT count(*) FROM %s$$) r JOIN citus_shards s USING (shardid) WHERE s.nodeport = current_setting('port')::int)`).Scan(&ledgerRows, &orders))
 	require.NoError(t, wdb.Close(ctx))
 	assert.Equal(t, [2]int{1, 1}, [2]int{ledgerRows, orders}, "the claim and the order are on %s, the worker WorkerFor names", w.Name())
+
+	other, err := srv.NewDB(ctx, t.Name(), WithTable("billing.idempotency_keys"))
+	require.NoError(t, err, "a ledger in a schema of its own")
+	require.NoError(t, other.Pool.QueryRow(ctx, `SELECT column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition
+WHERE logicalrelid = 'billing.idempotency_keys'::regclass`).Scan(&column))
+	assert.Equal(t, "scope", column, "billing.idempotency_keys's distribution column")
+	require.NoError(t, other.Close())
 
 	require.NoError(t, db.Close())
 	for _, s := range c.Servers() {

@@ -204,16 +204,18 @@ func (c *Citus) CreateDatabase(ctx context.Context, db string) (err error) {
 
 // DropDatabase drops database db on every node that has it (WITH (FORCE):
 // its sessions, the coordinator's connections to the workers among them,
-// are ended), the coordinator first.
+// are ended), the coordinator first, then the workers at the same time.
 func (c *Citus) DropDatabase(ctx context.Context, db string) error {
 	drop := "DROP DATABASE IF EXISTS " + pgx.Identifier{db}.Sanitize() + " WITH (FORCE)"
 	if err := c.Coordinator.Exec(ctx, drop); err != nil {
 		return err
 	}
-	var errs []error
-	for _, w := range c.Workers {
-		errs = append(errs, w.Exec(ctx, drop))
+	errs := make([]error, len(c.Workers))
+	var wg sync.WaitGroup
+	for i, w := range c.Workers {
+		wg.Go(func() { errs[i] = w.Exec(ctx, drop) })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
