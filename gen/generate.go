@@ -281,7 +281,7 @@ func planMigrations(cfg Config, m *Package, outputs map[string][]byte) error {
 	}
 	// A package whose methods are all inline needs no ledger table.
 	planned, err := migrations.Plan(migrations.Config{Format: m.MigrationFormat, Table: m.Table, Methods: methods,
-		Inline: inlineTables(m), NoLedger: len(methods) == 0, Written: writtenMigrations(m)}, existing)
+		Distributed: m.Distributed, Inline: inlineTables(m), NoLedger: len(methods) == 0, Written: writtenMigrations(m)}, existing)
 	var problems *migrations.ProblemError
 	if errors.As(err, &problems) {
 		problems.Dir = relPath(cfg.Dir, mdir)

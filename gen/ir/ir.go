@@ -70,7 +70,10 @@ type Package struct {
 	TableQuoted     string // the table as SQL, quoted
 	MigrationsDir   string // relative to Dir, slash-separated; "" when off
 	MigrationFormat string
-	Tests           bool // generate the _test.go file
+	// Distributed is the -distributed setting, validated (citus:TABLE.COLUMN):
+	// the ledger migration distributes the table on Citus. "" for none.
+	Distributed string `json:",omitempty"`
+	Tests       bool   // generate the _test.go file
 	// Constraint is the //go:build expression of the generated files: the
 	// conjunction of the constraints of the files declaring what they refer
 	// to (annotated methods, receivers, their argument and result types),

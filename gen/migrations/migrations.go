@@ -52,6 +52,11 @@ type Config struct {
 	// Inline are the business tables of inline-mode methods: each gets its
 	// key columns and a partial unique index built concurrently.
 	Inline []InlineTable
+	// Distributed makes the ledger a Citus distributed table:
+	// "citus:TABLE.COLUMN" (ledger.ParseCitus), "" for one PostgreSQL. A new
+	// ledger is distributed by scope in the migration that creates it,
+	// co-located with TABLE; an existing one gets a migration of its own.
+	Distributed string
 	// NoLedger says that no method needs the ledger (every method is
 	// inline): no ledger migration is planned. Ledger migrations already in
 	// the directory are kept as they are.
@@ -70,6 +75,8 @@ type Config struct {
 	// where it was, or Plan refuses; an owned file whose sum differs was
 	// edited by hand and Plan refuses (see Problem).
 	Written map[string]string
+
+	citus *ledger.Citus // Distributed, parsed
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -90,6 +97,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LockTimeout < time.Millisecond || c.StatementTimeout < time.Millisecond {
 		return c, fmt.Errorf("lock and statement timeouts must be at least 1ms (got %s and %s)", c.LockTimeout, c.StatementTimeout)
+	}
+	if c.Distributed != "" {
+		d, err := ledger.ParseCitus(c.Distributed)
+		if err != nil {
+			return c, fmt.Errorf("migrations: -distributed=%w", err)
+		}
+		if t, err := ledger.ParseIdent(c.Table); err == nil && t.String() == d.Colocate.String() {
+			return c, fmt.Errorf("migrations: -distributed=%s names the ledger %s itself: name the business table the ledger is co-located with", c.Distributed, c.Table)
+		}
+		c.citus = &d
 	}
 	c.Methods = slices.Clone(c.Methods)
 	slices.Sort(c.Methods)

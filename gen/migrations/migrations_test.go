@@ -41,8 +41,19 @@ func oldLedger(t testing.TB) idem.Ledger {
 // second ledger and the work's table. Their versions are chosen the way each
 // tool names files, so the tests show idemgen numbering after them.
 func userFiles(format string) map[string][]byte {
-	const up = "CREATE SCHEMA billing;\nCREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL);\n"
-	const down = "DROP TABLE payments;\nDROP SCHEMA billing;\n"
+	return userFilesOf(format, "CREATE SCHEMA billing;\nCREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL);\n",
+		"DROP TABLE payments;\nDROP SCHEMA billing;\n")
+}
+
+// citusUserFiles is the user's migration a Citus ledger is planned after:
+// the business table, distributed by its tenant column.
+func citusUserFiles(format string) map[string][]byte {
+	return userFilesOf(format, "CREATE TABLE orders (tenant_id text NOT NULL, id bigserial, PRIMARY KEY (tenant_id, id));\nSELECT create_distributed_table('orders', 'tenant_id');\n",
+		"DROP TABLE orders;\n")
+}
+
+// userFilesOf is a user's migration in format, with up and down.
+func userFilesOf(format, up, down string) map[string][]byte {
 	switch format {
 	case "goose":
 		return map[string][]byte{"20240101120000_create_payments.sql": []byte("-- +goose Up\n" + up + "\n-- +goose Down\n" + down)}
@@ -79,6 +90,9 @@ func merge(dir, out map[string][]byte) map[string][]byte {
 //	         version (oldLedger), brought up to date (one ALTER migration and a
 //	         concurrent index), then the table switched to
 //	         billing.idempotency_keys (one new migration).
+//	citus:   the user's migration distributing orders, then a ledger
+//	         distributed by scope, co-located with it (-distributed).
+//	citus-later: fresh's ledger, then distributed (a migration of its own).
 func scenarios(t testing.TB, format string) map[string]map[string][]byte {
 	t.Helper()
 	fresh, err := Plan(cfgFor(format), nil)
@@ -96,7 +110,14 @@ func scenarios(t testing.TB, format string) map[string]map[string][]byte {
 	moved, err := Plan(cfg, dir)
 	require.NoError(t, err)
 	dir = merge(dir, moved)
-	return map[string]map[string][]byte{"fresh": fresh, "evolved": dir}
+
+	cfg = cfgFor(format)
+	cfg.Distributed = "citus:orders.tenant_id"
+	citus, err := Plan(cfg, citusUserFiles(format))
+	require.NoError(t, err)
+	later, err := Plan(cfg, fresh)
+	require.NoError(t, err)
+	return map[string]map[string][]byte{"fresh": fresh, "evolved": dir, "citus": merge(citusUserFiles(format), citus), "citus-later": merge(maps.Clone(fresh), later)}
 }
 
 func mustDefaults(t testing.TB, cfg Config) Config {
@@ -342,4 +363,27 @@ func TestReadDir(t *testing.T) {
 	got, err = ReadDir(os.DirFS(dir), "missing")
 	require.NoError(t, err)
 	assert.Empty(t, got, "a directory that does not exist yet reads as empty")
+}
+
+// TestCitusSettingIsKept refuses to drop or change the distribution an
+// earlier migration wrote: idemgen writes no migration that undoes or moves
+// a distributed table.
+func TestCitusSettingIsKept(t *testing.T) {
+	cfg := cfgFor(DefaultFormat)
+	cfg.Distributed = "citus:orders.tenant_id"
+	dir, err := Plan(cfg, nil)
+	require.NoError(t, err)
+	again, err := Plan(cfg, dir)
+	require.NoError(t, err)
+	assert.Equal(t, dir, again, "a second run writes nothing new")
+
+	cfg.Distributed = ""
+	_, err = Plan(cfg, dir)
+	assert.ErrorContains(t, err, "was distributed on Citus (distributed=citus:orders.tenant_id) by an earlier migration")
+	cfg.Distributed = "citus:accounts.tenant_id"
+	_, err = Plan(cfg, dir)
+	assert.ErrorContains(t, err, "as citus:orders.tenant_id by an earlier migration, not citus:accounts.tenant_id")
+	cfg.Distributed = "citus:idempotency_keys.scope"
+	_, err = Plan(cfg, dir)
+	assert.ErrorContains(t, err, "names the ledger idempotency_keys itself")
 }

@@ -44,6 +44,8 @@ type fileData struct {
 
 	Assumes string // inline mode: what the migration assumes about the business table
 
+	Citus *citusData // create or distribute: the ledger is distributed on Citus
+
 	LockAttempt string // longest wait of one lock attempt (lockStmt)
 	LockBudget  string // how long the lock attempts go on in all
 
@@ -53,6 +55,10 @@ type fileData struct {
 }
 
 type columnData struct{ Name, Comment string }
+
+// citusData names the table the ledger is co-located with and its
+// distribution column, and the setting that asked for it.
+type citusData struct{ Colocate, Column, Setting string }
 
 type indexData struct{ Name, Columns, Comment string }
 
@@ -80,6 +86,10 @@ func (r *renderer) render(s step, version uint64, width int) (map[string][]byte,
 		return files, 1, err
 	case "index":
 		return r.renderIndex(s, version, width)
+	case "distribute":
+		up, down := r.distributeStmts()
+		files, err := r.files(r.distributeData(), up, down, version, width, r.slug("distribute", r.ledger.Table.String()))
+		return files, 1, err
 	}
 	return nil, 0, fmt.Errorf("migrations: unknown step %q", s.kind)
 }
@@ -173,6 +183,9 @@ func (r *renderer) createStmts() (up, down []stmt) {
 			SQL:    l.CreateIndexSQL(ix, false),
 		})
 	}
+	if c := r.cfg.citus; c != nil {
+		up = append(up, r.distributeStmt(*c))
+	}
 	down = append(down, r.setTimeouts(true, lock, st))
 	down = append(down, stmt{
 		Why:    []string{"A rollback drops what the up migration created: the table, its indexes and its rows."},
@@ -202,10 +215,67 @@ func (r *renderer) createData(s step) fileData {
 		ixs[i] = ix.Suffix
 	}
 	d.State = fileState{format: r.cfg.Format, table: l.Table.String(), creates: true, key: l.Key,
-		columns: cols, indexes: ixs, storage: storageMap(l.Storage)}.String()
+		columns: cols, indexes: ixs, storage: storageMap(l.Storage), citus: r.cfg.Distributed}.String()
+	d.Citus = r.citusData()
 	d.Rollback = r.rollback("drops the table and every stored response in it: a retry of a request made before the rollback runs the method again.",
 		fmt.Sprintf("DROP TABLE IF EXISTS %s;", l.Table.Quoted()))
 	return d
+}
+
+// distributeStmt makes the ledger a distributed table, last in its
+// migration, once its indexes and comments exist (Citus copies them to
+// every shard).
+func (r *renderer) distributeStmt(c ledger.Citus) stmt {
+	return stmt{
+		Why: []string{fmt.Sprintf("Distribute the ledger by %s, the tenant, with its shards placed beside those of %s (distributed by %s): every ledger statement names one scope, so it routes to one shard, and a claim and the method's writes for one tenant stay on one node.",
+			ledger.CitusColumn, c.Colocate, c.Column)},
+		SQL: r.ledger.DistributeSQL(c),
+	}
+}
+
+// distributeStmts distribute a ledger an earlier migration created.
+// create_distributed_table copies the rows into the shards while it holds a
+// lock that blocks writes: the ledger holds only the keys of its retention
+// window, and the rollback turns it back into a local table.
+func (r *renderer) distributeStmts() (up, down []stmt) {
+	lock := pgDuration(r.cfg.LockTimeout)
+	set := stmt{
+		Why: []string{"Give up rather than queue behind a long-running lock. No statement_timeout: the copy into the shards takes as long as the rows it moves."},
+		SQL: "SET LOCAL lock_timeout = " + lock + ";\nSET LOCAL statement_timeout = 0;",
+	}
+	dist := r.distributeStmt(*r.cfg.citus)
+	dist.Why = append(dist.Why, "Skipped when the table is distributed already (by hand, with create_distributed_table_concurrently). The copied rows are then removed from the coordinator's local table, where Citus leaves them on disk, unseen.")
+	dist.SQL = r.format.Block(fmt.Sprintf(`DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = to_regclass(%s)) THEN
+        PERFORM %s
+        PERFORM truncate_local_data_after_distributing_table(%s);
+    END IF;
+END
+$$;`, quoteLiteral(r.ledger.Table.Quoted()), strings.TrimPrefix(dist.SQL, "SELECT "), quoteLiteral(r.ledger.Table.Quoted())))
+	up = append(up, set, dist)
+	down = append(down, set, stmt{
+		Why: []string{"A rollback turns the ledger back into a local table on the coordinator, rows included."},
+		SQL: fmt.Sprintf("SELECT undistribute_table(%s);", quoteLiteral(r.ledger.Table.Quoted())),
+	})
+	return r.txWrap(up, true), r.txWrap(down, false)
+}
+
+func (r *renderer) distributeData() fileData {
+	d := r.base("distribute")
+	d.Citus = r.citusData()
+	d.State = fileState{format: r.cfg.Format, table: r.ledger.Table.String(), citus: r.cfg.Distributed}.String()
+	d.Rollback = r.rollback("turns the ledger back into a local table on the coordinator.", fmt.Sprintf("SELECT undistribute_table(%s);", quoteLiteral(r.ledger.Table.Quoted())))
+	return d
+}
+
+// citusData is the header's account of the distribution, nil when none.
+func (r *renderer) citusData() *citusData {
+	c := r.cfg.citus
+	if c == nil {
+		return nil
+	}
+	return &citusData{Colocate: c.Colocate.String(), Column: c.Column, Setting: c.String()}
 }
 
 func (r *renderer) alterStmts(s step) (up, down []stmt) {

@@ -32,6 +32,7 @@ type fileState struct {
 	columns []string
 	indexes []string
 	storage map[string]string // nil when the line says nothing about storage
+	citus   string            // the migration distributes the table on Citus: citus:TABLE.COLUMN
 }
 
 func (f fileState) String() string {
@@ -56,6 +57,9 @@ func (f fileState) String() string {
 			parts[i] = n + ":" + f.storage[n]
 		}
 		b.WriteString(" storage=" + strings.Join(parts, ","))
+	}
+	if f.citus != "" {
+		b.WriteString(" distributed=" + f.citus)
 	}
 	return b.String()
 }
@@ -99,6 +103,11 @@ func parseState(line string) (fileState, error) {
 				}
 				f.storage[k] = v
 			}
+		case "distributed":
+			if _, err := ledger.ParseCitus(value); err != nil {
+				return f, fmt.Errorf("distributed=%w", err)
+			}
+			f.citus = value
 		default:
 			return f, fmt.Errorf("unknown field %q: the file was written by another version of idemgen", name)
 		}
@@ -119,6 +128,7 @@ type tableState struct {
 	columns map[string]bool
 	indexes map[string]bool
 	storage map[string]string
+	citus   string // how an earlier migration distributed it, "" when none did
 }
 
 // dirState is what Plan learns from the existing directory.
@@ -224,11 +234,14 @@ func (st *dirState) add(fs fileState) {
 	if fs.storage != nil {
 		t.storage = fs.storage
 	}
+	if fs.citus != "" {
+		t.citus = fs.citus
+	}
 }
 
 // step is one schema change Plan turns into a migration.
 type step struct {
-	kind      string // create, alter or index
+	kind      string // create, alter, index or distribute
 	columns   []ledger.Column
 	storage   map[string]string // alter: the settings after the migration, nil if unchanged
 	prevStore map[string]string // alter: the settings before it
@@ -278,6 +291,15 @@ func diff(cfg Config, l ledger.Schema, st dirState) ([]step, error) {
 		if !t.indexes[ix.Suffix] {
 			steps = append(steps, step{kind: "index", index: ix})
 		}
+	}
+	switch {
+	case t.citus == cfg.Distributed:
+	case t.citus == "":
+		steps = append(steps, step{kind: "distribute"})
+	case cfg.Distributed == "":
+		return nil, fmt.Errorf("migrations: table %s was distributed on Citus (distributed=%s) by an earlier migration, and idemgen writes no migration that undoes it: keep -distributed=%s, or run undistribute_table by hand and choose a new -table", name, t.citus, t.citus)
+	default:
+		return nil, fmt.Errorf("migrations: table %s was distributed on Citus as %s by an earlier migration, not %s; idemgen writes no migration that moves a distributed table: keep -distributed=%s, or re-co-locate by hand (update_distributed_table_colocation) and choose a new -table", name, t.citus, cfg.Distributed, t.citus)
 	}
 	return steps, nil
 }

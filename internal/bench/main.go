@@ -40,6 +40,18 @@
 //     time with autovacuum off and nothing else running: figures the
 //     machine's load cannot change. It runs after every other experiment;
 //     the preloaded library costs those a little, every path alike.
+//   - citus: on a Citus cluster of its own (a coordinator and
+//     -citus.workers workers; the extension installed by
+//     scripts/install-citus.sh), the ledger distributed by scope and a
+//     tenant's payments and inline orders co-located with it: claimed,
+//     replay, inline claimed and replay, and an inline call whose body also
+//     writes another tenant's row, each against its floor on the cluster
+//     (the work alone, an autocommit lookup of the row, the two-tenant work),
+//     -citus.ops calls at each -citus.concurrency, with the two-phase
+//     commits per call (pg_dist_transaction); then -citus.keys expired keys
+//     over -citus.scopes scopes, how evenly the shards and the nodes hold
+//     them, and live claims (-sweep.concurrency goroutines) for
+//     -sweep.before, then during a sweep of every expired key per shard.
 //
 // Every ledger path against its floor, then what each costs the server:
 //
@@ -98,10 +110,17 @@ type config struct {
 	floorsRuns        int
 	floorsConcurrency []int
 	costsOps          int
+
+	citusWorkers     int
+	citusShards      int
+	citusOps         int
+	citusConcurrency []int
+	citusKeys        int
+	citusScopes      int
 }
 
 // experiments are the -run values, in the order they run.
-var experiments = []string{"latency", "scale", "sweep", "hot", "floors", "costs"}
+var experiments = []string{"latency", "scale", "sweep", "hot", "floors", "costs", "citus"}
 
 func main() {
 	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
@@ -123,7 +142,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		cfg                    config
 		runs, paths, conc      string
 		scaleRows, fillfactors string
-		floorsConc             string
+		floorsConc, citusConc  string
 		ops                    int
 		duration               time.Duration
 	)
@@ -156,6 +175,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&cfg.floorsRuns, "floors.runs", 3, "interleaved runs of the floors experiment, whose medians it reports")
 	fs.StringVar(&floorsConc, "floors.concurrency", "1,16", "goroutine counts of the floors experiment, comma-separated; its ratios are at the first and the last")
 	fs.IntVar(&cfg.costsOps, "costs.ops", 1000, "calls per path counted by the costs experiment")
+	fs.IntVar(&cfg.citusWorkers, "citus.workers", 2, "workers of the citus experiment's cluster")
+	fs.IntVar(&cfg.citusShards, "citus.shards", 32, "shards of each distributed table in the citus experiment (citus.shard_count; 32 is Citus's default)")
+	fs.IntVar(&cfg.citusOps, "citus.ops", 1000, "calls per path and concurrency in the citus experiment")
+	fs.StringVar(&citusConc, "citus.concurrency", "1,8", "goroutine counts of the citus experiment, comma-separated")
+	fs.IntVar(&cfg.citusKeys, "citus.keys", 1000000, "expired keys the citus experiment loads, checks the shards' balance of and sweeps per shard (0: none)")
+	fs.IntVar(&cfg.citusScopes, "citus.scopes", 10000, "scopes the citus experiment's keys spread over")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -190,6 +215,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	}
 	if cfg.floorsConcurrency, err = ints("-floors.concurrency", floorsConc, 1); err != nil {
 		return cfg, err
+	}
+	if cfg.citusConcurrency, err = ints("-citus.concurrency", citusConc, 1); err != nil {
+		return cfg, err
+	}
+	if cfg.citusWorkers < 1 || cfg.citusShards < 1 || cfg.citusOps < 1 || cfg.citusKeys < 0 || cfg.citusScopes < 1 {
+		return cfg, errors.New("-citus.workers, -citus.shards, -citus.ops and -citus.scopes must be at least 1, -citus.keys at least 0")
 	}
 	if cfg.floorsRuns < 1 || cfg.costsOps < 1 {
 		return cfg, errors.New("-floors.runs and -costs.ops must be at least 1")
@@ -298,6 +329,8 @@ func run(ctx context.Context, w io.Writer, cfg config) (err error) {
 			err = b.floors(ctx)
 		case "costs":
 			err = b.costs(ctx)
+		case "citus":
+			err = b.citus(ctx)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", e, err)

@@ -24,6 +24,12 @@ const holdLock = 4242
 // the server, so it is the same for a COMMIT pipelined with the response
 // (pgx) and for one sent on its own (database/sql).
 func commitHoldDDL(method string) []string {
+	return commitHoldDDLOn(idem.DefaultTable, method)
+}
+
+// commitHoldDDLOn is commitHoldDDL with the trigger on table (a Citus shard
+// of the ledger, say).
+func commitHoldDDLOn(table, method string) []string {
 	return []string{
 		`CREATE TABLE commit_arm (id int PRIMARY KEY)`,
 		`CREATE TABLE commit_held (arm int NOT NULL, scope text NOT NULL, method text NOT NULL, key text NOT NULL)`,
@@ -41,12 +47,12 @@ END $$`, holdLock),
 		fmt.Sprintf(`CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON %s
 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
 WHEN (NEW.method = '%s' AND NEW.response IS NOT NULL AND OLD.response IS NULL)
-EXECUTE FUNCTION hold_commit()`, idem.DefaultTable, method),
+EXECUTE FUNCTION hold_commit()`, table, method),
 		// Atomic mode writes the key's row once, with its response.
 		fmt.Sprintf(`CREATE CONSTRAINT TRIGGER hold_commit_insert AFTER INSERT ON %s
 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
 WHEN (NEW.method = '%s' AND NEW.response IS NOT NULL)
-EXECUTE FUNCTION hold_commit()`, idem.DefaultTable, method),
+EXECUTE FUNCTION hold_commit()`, table, method),
 	}
 }
 

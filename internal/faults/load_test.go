@@ -157,6 +157,10 @@ type envConfig struct {
 	execMode  pgx.QueryExecMode
 	storeOpts []idem.Option
 	setup     []string // statements run after the payments table is made
+	// citus, if set, is the Citus cluster the scenario's database is made
+	// on (newCitusEnv): the payments table is citusPaymentsDDL's, without
+	// inline mode's columns.
+	citus *idemtest.Server
 	// executed, if set, runs in the Executed hook: after a body returned,
 	// before its result is stored.
 	executed func(context.Context, idem.Event)
@@ -165,7 +169,12 @@ type envConfig struct {
 func newEnv(t *testing.T, name string, cfg envConfig) *env {
 	t.Helper()
 	setup := append(append([]string{paymentsDDL}, inlineDDL(t)...), cfg.setup...)
-	db := idemtest.New(t, idemtest.WithSetup(setup...), idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.MaxConns = 8 }))
+	newDB := idemtest.New
+	if cfg.citus != nil {
+		setup = append(append([]string{}, citusPaymentsDDL...), cfg.setup...)
+		newDB = cfg.citus.New
+	}
+	db := newDB(t, idemtest.WithSetup(setup...), idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.MaxConns = 8 }))
 	e := &env{
 		t: t, name: name, db: db, bank: newBank(),
 		fig:       figures{name: name, errors: map[string]int64{}},

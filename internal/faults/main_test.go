@@ -31,6 +31,11 @@ var suite struct {
 	bouncer     *pgserver.Bouncer
 	bouncerErr  error
 
+	// citus is the Citus cluster of the Citus scenarios (citusServer).
+	citusOnce sync.Once
+	citus     *idemtest.Server
+	citusErr  error
+
 	mu      sync.Mutex
 	figures []figures
 }
@@ -73,6 +78,11 @@ func run(m *testing.M) int {
 	code := m.Run()
 	if suite.bouncer != nil {
 		if err := suite.bouncer.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	if suite.citus != nil {
+		if err := suite.citus.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}

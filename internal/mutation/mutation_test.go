@@ -379,9 +379,12 @@ func inlineMutations() []mutation {
 			},
 		},
 		{
-			name:  "r_inline_expired_key_kept",
-			bug:   "an expired inline key is never taken off its old row, so a key reused after its retention replays the old row",
-			edits: []edit{{"inlinemethod.go", "WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint", "WHERE false AND %[3]s = $2 AND %[4]s = $3 AND %[5]s + $4::bigint"}},
+			name: "r_inline_expired_key_kept",
+			bug:  "an expired inline key is never taken off its old row, so a key reused after its retention replays the old row",
+			edits: []edit{
+				{"inlinemethod.go", "WHERE %[3]s = $1 AND %[4]s = $2 AND %[5]s <= now()", "WHERE false AND %[3]s = $1 AND %[4]s = $2 AND %[5]s <= now()"},
+				{"inlinemethod.go", "WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s <= $1::timestamptz", "WHERE false AND %[3]s = $2 AND %[4]s = $3 AND %[5]s <= $1::timestamptz"},
+			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/expired_key": inlineNotFreed,
 			},
@@ -389,7 +392,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "s_inline_sweep_clears_live_keys",
 			bug:   "the inline sweep takes every key off its row, whatever its age",
-			edits: []edit{{"inlinemethod.go", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '1 microsecond' <= %[6]s", "    WHERE %[4]s IS NOT NULL AND %[5]s + $2::bigint * interval '0 microsecond' <= %[6]s"}},
+			edits: []edit{{"inlinemethod.go", "    WHERE %[4]s IS NOT NULL AND %[5]s + %[7]s * interval '1 microsecond' <= %[6]s", "    WHERE %[4]s IS NOT NULL AND %[5]s + %[7]s * interval '0 microsecond' <= %[6]s"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/sweep_keeps_live_keys": inlineSweptLive,
 			},

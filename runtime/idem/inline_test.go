@@ -280,8 +280,12 @@ func TestInlineSweepClearsExpiredKeysKeepsRows(t *testing.T) {
 	assert.Equal(t, 1, e.keyed(t), "the fresh key stays")
 	var cleared int
 	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM orders
-WHERE idempotency_key IS NULL AND idempotency_scope IS NULL AND idempotency_fingerprint IS NULL AND idempotency_claimed_at IS NULL`).Scan(&cleared))
+WHERE idempotency_key IS NULL AND idempotency_fingerprint IS NULL AND idempotency_claimed_at IS NULL`).Scan(&cleared))
 	assert.Equal(t, 6, cleared)
+	var scoped int
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM orders
+WHERE idempotency_key IS NULL AND idempotency_scope IS NOT NULL`).Scan(&scoped))
+	assert.Equal(t, 5, scoped, "a swept row keeps its scope, the row's tenant")
 	r := e.call(keyed("k0"), "lamp")
 	require.NoError(t, r.err, "a swept key is free again")
 	assert.False(t, r.replayed)

@@ -79,9 +79,10 @@ func inlinePgxAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 func inlineAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, tx *inlineTx, prefix []pendingStmt, lookup func(context.Context, pgx.Tx, InlineKey) (R, []byte, error), k InlineKey, confirm func(context.Context) error) (R, error) {
 	var zero R
 	freed := false
+	free, args := q.freeStmt(s, c, m.retention(s))
 	prefix = append(prefix, pendingStmt{
-		sql:  q.free,
-		args: []any{s.now(), c.scope, c.key, micros(m.retention(s))},
+		sql:  free,
+		args: args,
 		done: func(tag pgconn.CommandTag) { freed = tag.RowsAffected() > 0 },
 	})
 	tx.reset(prefix)

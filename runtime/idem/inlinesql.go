@@ -65,7 +65,8 @@ func inlineSQLAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q
 // inlineSQLLookup frees the key if it has expired, then runs the lookup.
 // No row is reported as pgx.ErrNoRows, as inlineSettle expects.
 func inlineSQLLookup[R any](ctx context.Context, s *Store, m *InlineMethod[R], q *inlineQueries, c call, tx *sql.Tx, lookup func(context.Context, *sql.Tx, InlineKey) (R, []byte, error), k InlineKey) (freed bool, out R, stored []byte, err error) {
-	res, err := tx.ExecContext(ctx, q.free, s.now(), c.scope, c.key, micros(m.retention(s)))
+	free, args := q.freeStmt(s, c, m.retention(s))
+	res, err := tx.ExecContext(ctx, free, args...)
 	if err != nil {
 		return false, out, nil, err
 	}

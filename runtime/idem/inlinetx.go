@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -84,11 +85,45 @@ func (t *inlineTx) observe(err error) {
 }
 
 // lostInlineClaim reports whether err is a unique violation on the
-// table's idempotency index: another row holds the key.
+// table's idempotency index: another row holds the key. On Citus the
+// violation is a shard's, raised on a worker and passed on by the
+// coordinator without its constraint and table fields: the message names
+// the shard's index, the index's name and the shard's id
+// ("orders_idempotency_key_idx_102008"), in any language.
 func lostInlineClaim(schema ledger.Inline, err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505" &&
-		pgErr.ConstraintName == schema.IndexName() && pgErr.TableName == schema.Table.Name
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		return false
+	}
+	if pgErr.ConstraintName != "" {
+		return pgErr.ConstraintName == schema.IndexName() && pgErr.TableName == schema.Table.Name
+	}
+	return namesShardOf(pgErr.Message, schema.IndexName())
+}
+
+// namesShardOf reports whether msg names a shard of the index or table
+// called base: base, an underscore and the shard's id, as a whole word.
+func namesShardOf(msg, base string) bool {
+	for rest := msg; ; {
+		i := strings.Index(rest, base+"_")
+		if i < 0 {
+			return false
+		}
+		before := i == 0 || !identByte(rest[i-1])
+		rest = rest[i+len(base)+1:]
+		digits := 0
+		for digits < len(rest) && rest[digits] >= '0' && rest[digits] <= '9' {
+			digits++
+		}
+		if before && digits > 0 && (digits == len(rest) || !identByte(rest[digits])) {
+			return true
+		}
+	}
+}
+
+// identByte reports whether c can be part of an unquoted SQL identifier.
+func identByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // takePending returns the pending statements and clears them.

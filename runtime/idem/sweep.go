@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -16,7 +17,19 @@ const DefaultSweepBatch = 1000
 // (WithSweepShare). It stops when a batch comes back short or ctx ends, and
 // returns how many rows it deleted. A row is never deleted before its
 // expires_at.
+//
+// A ledger distributed on Citus is swept shard by shard, each in such
+// batches, on the worker holding it, through the coordinator (citus.go).
 func (s *Store) Sweep(ctx context.Context, batch int) (int64, error) {
+	shards, err := s.citusShards(ctx, s.ledger.Table.Quoted())
+	if err != nil {
+		return 0, storeErr("sweep", "delete expired rows", err)
+	}
+	if len(shards) > 0 {
+		return s.sweepShards(ctx, shards, batch, func(shard string, batch int) string {
+			return ledgerShardSweep(shard, s.nowLiteral(), batch)
+		}, Event{}, "delete expired rows")
+	}
 	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
 		tag, err := s.pool.Exec(ctx, s.q.sweep, s.now(), batch)
 		if err != nil {
@@ -65,15 +78,27 @@ func sweepPause(took time.Duration, share float64) time.Duration {
 }
 
 // SweepInline takes expired keys off m's table in batches of batch rows
-// (DefaultSweepBatch if batch <= 0): their key, scope, fingerprint and
-// claimed-at columns become NULL, so the key is free again, and the rows
-// themselves stay. Each batch is one short statement that skips rows a
+// (DefaultSweepBatch if batch <= 0): their key, fingerprint and claimed-at
+// columns become NULL, so the key is free again, and the rows themselves
+// stay, with their scope (the row's tenant; on Citus the distribution
+// column, which no statement may change). A table distributed on Citus is
+// swept shard by shard, like the ledger (Sweep). Each batch is one short statement that skips rows a
 // transaction holds, paced like Sweep (WithSweepShare). It stops when a
 // batch comes back short or ctx ends, and returns how many rows it cleared.
 func SweepInline[R any](ctx context.Context, s *Store, m *InlineMethod[R], batch int) (int64, error) {
 	q, err := m.queries()
 	if err != nil {
 		return 0, err
+	}
+	shards, err := s.citusShards(ctx, q.schema.Table.Quoted())
+	if err != nil {
+		return 0, storeErr(m.Name, "clear expired keys", err)
+	}
+	if len(shards) > 0 {
+		retention := strconv.FormatInt(micros(m.retention(s)), 10)
+		return s.sweepShards(ctx, shards, batch, func(shard string, batch int) string {
+			return inlineSweepSQL(shard, s.nowLiteral(), retention, strconv.Itoa(batch))
+		}, Event{Method: m.Name}, "clear expired keys")
 	}
 	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
 		tag, err := s.pool.Exec(ctx, q.sweep, s.now(), micros(m.retention(s)), batch)

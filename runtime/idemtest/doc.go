@@ -18,6 +18,14 @@
 //     initdb and postgres run as the postgres system user, because PostgreSQL
 //     refuses to run as root.
 //
+// With IDEMGEN_TEST_CITUS set to a number of workers (and no URL), the
+// server is a Citus cluster this package starts: each test's database is
+// made on every node, with the extension and the workers registered, the
+// ledger is distributed by scope, and the pool connects to the coordinator
+// ([EnvCitus]; the extension must be installed: scripts/install-citus.sh). A
+// test that kills the cluster's nodes starts one of its own with
+// [StartCitus] and gets databases from [Server.New].
+//
 // With neither a URL nor binaries, New fails the test with a message that says
 // how to get one. It never skips: a test of idempotency that did not run has
 // proved nothing.

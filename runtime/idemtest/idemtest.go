@@ -152,9 +152,18 @@ func (s *server) newDB(ctx context.Context, name string, o options) (_ *DB, err 
 	if err != nil {
 		return nil, fmt.Errorf("idemtest: %w", err)
 	}
-	create := "CREATE DATABASE " + pgx.Identifier{dbName}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
-	if _, err := s.admin.Exec(ctx, create); err != nil {
-		return nil, fmt.Errorf("idemtest: create database %s: %w%s", dbName, err, s.logTail())
+	if s.citus != nil {
+		// Every node gets the database, with the extension; the
+		// coordinator's knows the workers. Its tables' shards live on
+		// the workers, so there is no template to copy them from.
+		if err := s.citus.CreateDatabase(ctx, dbName); err != nil {
+			return nil, fmt.Errorf("idemtest: create database %s on the Citus cluster: %w", dbName, err)
+		}
+	} else {
+		create := "CREATE DATABASE " + pgx.Identifier{dbName}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+		if _, err := s.admin.Exec(ctx, create); err != nil {
+			return nil, fmt.Errorf("idemtest: create database %s: %w%s", dbName, err, s.logTail())
+		}
 	}
 	db := &DB{Name: dbName, srv: s}
 	defer func() {
@@ -184,7 +193,11 @@ func (s *server) newDB(ctx context.Context, name string, o options) (_ *DB, err 
 			return nil, err
 		}
 	}
-	if stmts := append(ledgerDDL, o.setup...); len(stmts) > 0 {
+	if s.citus != nil {
+		if err := s.citusSetup(ctx, db.URL, o, ledgerDDL); err != nil {
+			return nil, fmt.Errorf("idemtest: set up %s: %w", dbName, err)
+		}
+	} else if stmts := append(ledgerDDL, o.setup...); len(stmts) > 0 {
 		// A connection of its own, not the pool: a tracer or hook added with
 		// WithPoolConfig sees only the test's own queries.
 		if err := execURL(ctx, db.URL, stmts); err != nil {
@@ -192,6 +205,28 @@ func (s *server) newDB(ctx context.Context, name string, o options) (_ *DB, err 
 		}
 	}
 	return db, nil
+}
+
+// citusSetup runs, on a Citus cluster, the ledger DDL, distributes the
+// ledger by scope (citusDistributeLedger; with WithMigrations, the table
+// WithTable names, which the migrations made), then runs WithSetup's
+// statements.
+func (s *server) citusSetup(ctx context.Context, url string, o options, ledgerDDL []string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	err = execAll(ctx, conn, ledgerDDL)
+	if err == nil && (!o.noLedger || o.migrations != nil) {
+		err = citusDistributeLedger(ctx, conn, o.table)
+	}
+	if err == nil {
+		err = execAll(ctx, conn, o.setup)
+	}
+	if cerr := conn.Close(ctx); err == nil && cerr != nil {
+		err = fmt.Errorf("close connection: %w", cerr)
+	}
+	return err
 }
 
 // execURL runs stmts in order on one new connection to the database at url.
@@ -244,7 +279,11 @@ func (db *DB) close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	if _, err := db.srv.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
+	if db.srv.citus != nil {
+		if err := db.srv.citus.DropDatabase(ctx, db.Name); err != nil {
+			errs = append(errs, fmt.Errorf("idemtest: drop database %s on the Citus cluster: %w", db.Name, err))
+		}
+	} else if _, err := db.srv.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
 		errs = append(errs, fmt.Errorf("idemtest: drop database %s: %w", db.Name, err))
 	}
 	return errors.Join(errs...)

@@ -55,8 +55,12 @@ type server struct {
 	admin   *pgxpool.Pool // connected to the maintenance database; creates and drops test databases
 	baseURL string        // connection string of the maintenance database
 
-	// pg is the server this package started; nil for EnvDatabaseURL's.
+	// pg is the server this package started (a Citus cluster's
+	// coordinator); nil for EnvDatabaseURL's.
 	pg *pgserver.Server
+	// citus is the Citus cluster this package started (EnvCitus,
+	// StartCitus), whose databases are made on every node; nil otherwise.
+	citus *pgserver.Citus
 
 	// templates maps a ledger table name to a template database that
 	// already holds that ledger, so a test database is one CREATE DATABASE
@@ -114,7 +118,7 @@ func Main(m *testing.M) {
 }
 
 // startServer connects to EnvDatabaseURL if set, and otherwise starts a
-// throwaway server.
+// throwaway server, or a throwaway Citus cluster if EnvCitus is set.
 func startServer(ctx context.Context) (*server, error) {
 	if u := os.Getenv(EnvDatabaseURL); u != "" {
 		admin, err := openAdmin(ctx, u)
@@ -126,6 +130,15 @@ func startServer(ctx context.Context) (*server, error) {
 	bin, err := findBinaries(pgserver.DebianBinaries)
 	if err != nil {
 		return nil, err
+	}
+	workers, err := citusWorkers()
+	if err != nil {
+		return nil, err
+	}
+	if workers > 0 {
+		ctx, cancel := context.WithTimeout(ctx, 2*startTimeout) // three servers, the extension in two databases each
+		defer cancel()
+		return startCitus(ctx, pgserver.CitusConfig{Config: pgserver.Config{Bin: bin}, Workers: workers})
 	}
 	return startLocal(ctx, bin, nil)
 }
@@ -245,11 +258,17 @@ func (s *server) logTail() string {
 	return s.pg.LogTail()
 }
 
-// stop closes the admin pool and, for a server this package started, stops it
-// and removes its directory.
+// stop closes the admin pool and, for a server (or cluster) this package
+// started, stops it and removes its directories.
 func (s *server) stop() error {
 	if s.admin != nil {
 		s.admin.Close()
+	}
+	if s.citus != nil {
+		if err := s.citus.Close(); err != nil {
+			return fmt.Errorf("idemtest: stop the Citus cluster: %w", err)
+		}
+		return nil
 	}
 	if s.pg == nil {
 		return nil

@@ -82,7 +82,9 @@ func newEnv(t *testing.T, pkg Package, method string, withClock bool, store Stor
 	if pkg.Migrations.Dir == "" { // -migrations=off: the ledger here, the rest by the fixture
 		schema = WithTable(table)
 	}
-	e := &env{db: New(t, schema), method: method}
+	// WithTable after WithMigrations names the ledger the migrations make,
+	// which a Citus cluster's database distributes (EnvCitus).
+	e := &env{db: New(t, schema, WithTable(table)), method: method}
 	e.table = pgx.Identifier(strings.Split(table, ".")).Sanitize()
 	opts := []idem.Option{idem.WithTable(table), idem.WithHooks(idem.Hooks{
 		Executed:   func(context.Context, idem.Event) { e.executed.Add(1) },

@@ -118,7 +118,7 @@ func (b *builder) packageModel(fs []directive.Found) *ir.Package {
 		dir = filepath.Dir(p.GoFiles[0])
 	}
 	m := &ir.Package{Path: p.PkgPath, Name: p.Name, Dir: dir, MigrationFormat: st.Format, Tests: st.Tests,
-		MigrationsDir: filepath.ToSlash(filepath.Clean(st.Migrations))}
+		MigrationsDir: filepath.ToSlash(filepath.Clean(st.Migrations)), Distributed: st.Distributed}
 	b.model = m
 	if l, err := ledger.New(st.Table); err != nil {
 		pos := fs[0].D.Pos
@@ -131,6 +131,9 @@ func (b *builder) packageModel(fs []directive.Found) *ir.Package {
 		b.e.Add(pos, "-table: %v", err)
 	} else {
 		m.Table, m.TableQuoted = l.Table.String(), l.Table.Quoted()
+		if c, err := ledger.ParseCitus(st.Distributed); err == nil && c.Colocate.String() == l.Table.String() {
+			b.e.Add(st.DistributedAt, "-distributed=%s names the ledger %s itself: name the business table, distributed by tenant, that the ledger is co-located with", st.Distributed, l.Table)
+		}
 	}
 	return m
 }

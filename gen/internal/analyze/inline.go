@@ -38,6 +38,14 @@ func (b *builder) inline(d *directive.Directive, m *ir.Method, recv *types.Named
 	if err != nil {
 		b.e.Add(d.Pos, "-inline: %v", err)
 		ok = false
+	} else if b.model.Distributed != "" {
+		// The setting was validated when the directive was parsed.
+		if c, err := ledger.ParseCitus(b.model.Distributed); err == nil {
+			if err := c.CheckInline(schema); err != nil {
+				b.e.Add(d.Pos, "-inline=%s: %v", d.Inline, err)
+				ok = false
+			}
+		}
 	}
 	if m.Tx == ir.TxNone {
 		b.e.Add(d.Pos, "-inline needs a transaction, pgx.Tx or *sql.Tx, as the second parameter of %s: its own INSERT, in that transaction, is the claim", m.Key)

@@ -31,6 +31,7 @@ type Directive struct {
 	Table           string
 	Migrations      string
 	MigrationFormat string
+	Distributed     string // -distributed: citus:TABLE.COLUMN, "" for a single PostgreSQL
 	Tests           bool
 	Tags            string
 

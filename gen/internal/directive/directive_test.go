@@ -54,7 +54,7 @@ func TestParse(t *testing.T) {
 		"-tests=maybe: want true or false",
 		"-migration-format=flyway: want one of goose, golang-migrate, tern, dbmate, atlas, plain",
 		"-final-errors=A,,B: want a comma-separated list of package-level error variables, e.g. ErrCardDeclined,ErrInsufficientFunds",
-		"unknown flag -nope (known: -mode, -inline, -lookup, -key, -final-errors, -retention, -lock-timeout, -table, -migrations, -migration-format, -tests, -storm, -tags, -v, -debug-model)",
+		"unknown flag -nope (known: -mode, -inline, -lookup, -key, -final-errors, -retention, -lock-timeout, -table, -migrations, -migration-format, -distributed, -tests, -storm, -tags, -v, -debug-model)",
 		"flag -v is given twice",
 		`unexpected argument "pos": a directive takes only flags, e.g. -retention=48h`,
 		"flag -table needs a value",

@@ -64,6 +64,8 @@ func Find(fset *token.FileSet, files []*ast.File, e *diag.Errs) []Found {
 // Settings are the package-level values every directive must agree on.
 type Settings struct {
 	Table, Migrations, Format, Tags string
+	Distributed                     string // citus:TABLE.COLUMN, "" for none
+	DistributedAt                   token.Position
 	Tests                           bool
 }
 
@@ -100,6 +102,8 @@ func MergeSettings(ds []*Directive, e *diag.Errs) Settings {
 			s.Migrations = first.Migrations
 		case "migration-format":
 			s.Format = first.MigrationFormat
+		case "distributed":
+			s.Distributed, s.DistributedAt = first.Distributed, first.Pos
 		case "tests":
 			s.Tests = first.Tests
 		case "tags":

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 	"github.com/idemgen/idemgen/runtime/idem/ledger/migformat"
 )
 
@@ -79,6 +80,8 @@ func FlagTable() []Flag {
 			Help: "migrations directory, relative to the package"},
 		{Name: "migration-format", Value: "FORMAT", Group: groups[2], Where: InDirective, PerPackage: true, Default: DefaultMigrationFormat, set: setFormat,
 			Help: formatList()},
+		{Name: "distributed", Value: "citus:TABLE.COLUMN", Group: groups[2], Where: InDirective, PerPackage: true, Default: "none", set: setDistributed,
+			Help: "on Citus: distribute the ledger by scope, co-located with TABLE, distributed by COLUMN (docs/ha.md)"},
 		{Name: "tests", Value: "BOOL", Group: groups[3], Where: InDirective, PerPackage: true, Default: "true; per package", set: setTests,
 			Help: "generate the twin-request tests"},
 		{Name: "storm", Value: "N", Group: groups[3], Where: InDirective, Default: strconv.Itoa(DefaultStorm) + "; per method", set: setStorm,
@@ -227,6 +230,14 @@ func setFormat(d *Directive, _, value string) error {
 func formatList() string {
 	f := migformat.Names()
 	return strings.Join(f[:len(f)-1], ", ") + " or " + f[len(f)-1]
+}
+
+func setDistributed(d *Directive, _, value string) error {
+	if _, err := ledger.ParseCitus(value); err != nil {
+		return fmt.Errorf("-distributed=%w", err)
+	}
+	d.Distributed = value
+	return nil
 }
 
 func setTests(d *Directive, _, value string) error {

@@ -358,7 +358,12 @@ func TCPURL(addr, db string) string {
 
 // Exec runs statements, one by one, on database postgres of s.
 func (s *Server) Exec(ctx context.Context, stmts ...string) error {
-	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	return s.execIn(ctx, "postgres", stmts...)
+}
+
+// execIn runs statements, one by one, on database db of s.
+func (s *Server) execIn(ctx context.Context, db string, stmts ...string) error {
+	conn, err := pgx.Connect(ctx, s.URL(db))
 	if err != nil {
 		return fmt.Errorf("pgserver: %s: %w", s.name, err)
 	}
@@ -373,12 +378,17 @@ func (s *Server) Exec(ctx context.Context, stmts ...string) error {
 
 // queryRow runs query, one row, on database postgres of s into dest.
 func (s *Server) queryRow(ctx context.Context, query string, dest ...any) error {
-	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	return s.queryRowIn(ctx, "postgres", query, nil, dest...)
+}
+
+// queryRowIn runs query with args, one row, on database db of s into dest.
+func (s *Server) queryRowIn(ctx context.Context, db, query string, args []any, dest ...any) error {
+	conn, err := pgx.Connect(ctx, s.URL(db))
 	if err != nil {
 		return fmt.Errorf("pgserver: %s: %w", s.name, err)
 	}
 	defer conn.Close(ctx)
-	if err := conn.QueryRow(ctx, query).Scan(dest...); err != nil {
+	if err := conn.QueryRow(ctx, query, args...).Scan(dest...); err != nil {
 		return fmt.Errorf("pgserver: %s: %s: %w", s.name, query, err)
 	}
 	return nil
@@ -388,12 +398,17 @@ func (s *Server) queryRow(ctx context.Context, query string, dest ...any) error 
 // returns true, for at most a minute or until ctx ends; what says what is
 // awaited, for the error.
 func (s *Server) WaitFor(ctx context.Context, what, query string) error {
+	return s.waitForIn(ctx, "postgres", what, query)
+}
+
+// waitForIn is WaitFor on database db of s.
+func (s *Server) waitForIn(ctx context.Context, db, what, query string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var last error
 	for {
 		var ok bool
-		err := s.queryRow(ctx, query, &ok)
+		err := s.queryRowIn(ctx, db, query, nil, &ok)
 		if err == nil && ok {
 			return nil
 		}

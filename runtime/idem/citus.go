@@ -1,0 +1,147 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A ledger (or an inline table) distributed on Citus is swept per shard:
+// the sweep's statement names no scope, so through the coordinator it
+// would be a multi-shard statement holding locks on every shard at once
+// (and Citus refuses its FOR UPDATE SKIP LOCKED subquery). Instead the
+// store reads the table's shards from Citus's catalog and runs the same
+// batch statement on each shard's table, on the worker holding it, through
+// the coordinator (master_run_on_worker, which run_command_on_shards is
+// built on): one short single-shard statement per batch, paced per shard
+// by the sweep share as on one server. A table that is not hash-distributed
+// (plain PostgreSQL, a Citus local or reference table) is swept as one.
+
+// citusShard is one shard of a hash-distributed table and the node that
+// holds its placement.
+type citusShard struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"` // schema-qualified, quoted where needed by the server (shard_name)
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	// Placements counts the shard's copies: one, or the per-shard sweep
+	// would clear only one of them.
+	Placements int `json:"placements"`
+}
+
+// citusCatalogSQL tells whether the database has Citus's catalog.
+const citusCatalogSQL = `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL`
+
+// citusShardsSQL lists the shards of table $1 when it is hash-distributed,
+// as one JSON array (one row, so that both drivers scan it alike).
+const citusShardsSQL = `SELECT coalesce(json_agg(json_build_object(
+    'id', s.shardid, 'name', shard_name(s.logicalrelid, s.shardid),
+    'host', p.nodename, 'port', p.nodeport,
+    'placements', (SELECT count(*) FROM pg_dist_shard_placement c WHERE c.shardid = s.shardid)) ORDER BY s.shardid), '[]')::text
+FROM pg_dist_shard s
+JOIN pg_dist_partition d ON d.logicalrelid = s.logicalrelid AND d.partmethod = 'h'
+JOIN LATERAL (SELECT nodename, nodeport FROM pg_dist_shard_placement c WHERE c.shardid = s.shardid ORDER BY placementid LIMIT 1) p ON true
+WHERE s.logicalrelid = to_regclass($1)`
+
+// citusOnShardSQL runs command $3 on the node $1:$2 holding a shard.
+const citusOnShardSQL = `SELECT success, result FROM master_run_on_worker(ARRAY[$1::text], ARRAY[$2::int], ARRAY[$3::text], false)`
+
+// citusShards returns the shards of table (quoted) when it is a
+// hash-distributed Citus table, nil when it is not (plain PostgreSQL, or a
+// table Citus does not shard by hash). They are read at every sweep, so a
+// rebalanced cluster is swept where its shards now are.
+func (s *Store) citusShards(ctx context.Context, table string) ([]citusShard, error) {
+	var citus bool
+	if err := s.pool.QueryRow(ctx, citusCatalogSQL).Scan(&citus); err != nil {
+		return nil, fmt.Errorf("look for Citus's catalog: %w", err)
+	}
+	if !citus {
+		return nil, nil
+	}
+	var list string
+	if err := s.pool.QueryRow(ctx, citusShardsSQL, table).Scan(&list); err != nil {
+		return nil, fmt.Errorf("read the shards of %s: %w", table, err)
+	}
+	var shards []citusShard
+	if err := json.Unmarshal([]byte(list), &shards); err != nil {
+		return nil, fmt.Errorf("read the shards of %s: %w", table, err)
+	}
+	for _, sh := range shards {
+		if sh.Placements != 1 {
+			return nil, fmt.Errorf("shard %d of %s has %d placements: a per-shard sweep clears one placement only, so it sweeps tables with one placement per shard (citus.shard_replication_factor = 1)", sh.ID, table, sh.Placements)
+		}
+	}
+	return shards, nil
+}
+
+// onShard runs one batch statement on shard sh's node and returns the
+// rows its command tag counts ("DELETE 1000", "UPDATE 7").
+func (s *Store) onShard(ctx context.Context, sh citusShard, command string) (int64, error) {
+	var ok bool
+	var result string
+	if err := s.pool.QueryRow(ctx, citusOnShardSQL, sh.Host, sh.Port, command).Scan(&ok, &result); err != nil {
+		return 0, fmt.Errorf("shard %d on %s:%d: %w", sh.ID, sh.Host, sh.Port, err)
+	}
+	if !ok {
+		return 0, fmt.Errorf("shard %d on %s:%d: %s", sh.ID, sh.Host, sh.Port, result)
+	}
+	fields := strings.Fields(result)
+	if len(fields) == 0 {
+		return 0, fmt.Errorf("shard %d on %s:%d: no command tag", sh.ID, sh.Host, sh.Port)
+	}
+	n, err := strconv.ParseInt(fields[len(fields)-1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("shard %d on %s:%d: command tag %q: %w", sh.ID, sh.Host, sh.Port, result, err)
+	}
+	return n, nil
+}
+
+// sweepShards sweeps every shard in turn, each in batches paced like a
+// sweep on one server (sweepBatches); statement renders one batch on a
+// shard's table. A shard that fails does not stop the others; the errors
+// are joined.
+func (s *Store) sweepShards(ctx context.Context, shards []citusShard, batch int, statement func(shard string, batch int) string, ev Event, what string) (int64, error) {
+	var total int64
+	var errs []error
+	for _, sh := range shards {
+		n, err := s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
+			n, err := s.onShard(ctx, sh, statement(sh.Name, batch))
+			if err != nil {
+				return 0, storeErr(ev.Method, what, err)
+			}
+			return n, nil
+		}, ev)
+		total += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// nowLiteral renders the store's clock as the SQL a statement sent without
+// parameters uses: the test clock's instant, or now().
+func (s *Store) nowLiteral() string {
+	t, ok := s.now().(time.Time)
+	if !ok {
+		return "now()"
+	}
+	return "'" + t.UTC().Format("2006-01-02 15:04:05.999999") + "+00'::timestamptz"
+}
+
+// ledgerShardSweep is the ledger's sweep (the sweep statement of
+// queries.go) on one shard's table, its parameters written in: one batch of
+// expired rows, oldest first, skipping rows a claim holds; a row whose lock
+// is live is never deleted.
+func ledgerShardSweep(shard, now string, batch int) string {
+	return fmt.Sprintf(`DELETE FROM %[1]s WHERE (scope, method, key) IN (
+    SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s AND (locked_until IS NULL OR locked_until <= %[2]s)
+    ORDER BY expires_at LIMIT %[3]d FOR UPDATE SKIP LOCKED)`, shard, now, batch)
+}
