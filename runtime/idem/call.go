@@ -51,7 +51,6 @@ type ledgerRow struct {
 	response    []byte
 	errName     *string
 	errMsg      *string
-	steps       map[string]json.RawMessage
 	fence       int64
 	intention   pgtype.UUID
 	expired     bool

@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -46,30 +45,14 @@ func (s *Store) readRow(ctx context.Context, q stmts, c call) (r ledgerRow, foun
 
 // scanRow scans the answer to the read statement.
 func scanRow(row pgx.Row, c call) (r ledgerRow, found bool, err error) {
-	var steps []byte // jsonb, as text: database/sql cannot scan into a map
 	err = row.Scan(
-		&r.fingerprint, &r.status, &r.response, &r.errName, &r.errMsg, &steps, &r.fence, &r.intention,
+		&r.fingerprint, &r.status, &r.response, &r.errName, &r.errMsg, &r.fence, &r.intention,
 		&r.expired, &r.lockedUntil, &r.now, &r.syncRep)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
-	}
-	if err == nil {
-		r.steps, err = stepsMap(steps)
 	}
 	if err != nil {
 		return r, false, storeErr(c.method, "read ledger row", err)
 	}
 	return r, true, nil
-}
-
-// stepsMap decodes the steps column's JSON text (nil when NULL).
-func stepsMap(b []byte) (map[string]json.RawMessage, error) {
-	if b == nil {
-		return nil, nil
-	}
-	var steps map[string]json.RawMessage
-	if err := json.Unmarshal(b, &steps); err != nil {
-		return nil, fmt.Errorf("decode recorded steps: %w", err)
-	}
-	return steps, nil
 }

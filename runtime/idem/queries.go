@@ -26,7 +26,7 @@ func newQueries(table string) queries {
 	// sync_rep says whether the session's commits wait for a synchronous
 	// standby (replication.go): a replay needs to know, and asking here
 	// costs no statement of its own.
-	const rowColumns = `r.fingerprint, r.status, r.response, r.error_name, r.error_message, r.steps, r.fence, r.intention,
+	const rowColumns = `r.fingerprint, r.status, r.response, r.error_name, r.error_message, r.fence, r.intention,
        r.expires_at <= ` + now + ` AND (r.locked_until IS NULL OR r.locked_until <= ` + now + `) AS expired, r.locked_until, ` + now + ` AS now,
        ` + syncRepColumn + ` AS sync_rep`
 	return queries{
