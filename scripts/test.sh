@@ -99,6 +99,7 @@ if [ "$citus" = 1 ]; then
 		scripts/install-citus.sh >"$logs/citus.log" 2>&1 || rc=$?
 		echo "$rc" >"$logs/citus.rc"
 	) &
+	citus_pid=$!
 fi
 
 # needs_citus MODULE: the module holds a selected Citus test.
@@ -112,8 +113,9 @@ needs_citus() {
 # wait_citus: wait for install-citus.sh; print its log, fail if it failed
 # (the module's tests still run: those that need Citus then fail saying so).
 wait_citus() {
-	while [ ! -e "$logs/citus.rc" ]; do sleep 1; done
+	while [ ! -e "$logs/citus.rc" ] && kill -0 "$citus_pid" 2>/dev/null; do sleep 1; done
 	cat "$logs/citus.log"
+	[ -e "$logs/citus.rc" ] || { echo "test.sh: install-citus.sh ended without a status" >&2; return 1; }
 	[ "$(cat "$logs/citus.rc")" = 0 ]
 }
 
