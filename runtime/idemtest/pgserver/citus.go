@@ -153,8 +153,8 @@ func StartCitus(ctx context.Context, cfg CitusConfig) (_ *Citus, err error) {
 // missing, ErrNoCitus, which says how to install it.
 func citusError(err error) error {
 	var pgErr interface{ SQLState() string }
-	if errors.As(err, &pgErr) && pgErr.SQLState() == "0A000" || // extension "citus" is not available
-		strings.Contains(err.Error(), `could not access file "citus"`) {
+	if errors.As(err, &pgErr) && pgErr.SQLState() == "58P01" || // could not open extension control file
+		strings.Contains(err.Error(), `could not access file "citus"`) { // shared_preload_libraries, at start-up
 		return fmt.Errorf("%w: %w", ErrNoCitus, err)
 	}
 	return err

@@ -2,10 +2,12 @@ package pgserver
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -75,4 +77,17 @@ JOIN citus_shards s USING (shardid) WHERE r.result::int > 0 AND s.nodeport = cur
 	for _, s := range c.Servers() {
 		assert.False(t, query[bool](t, s.URL("postgres"), "SELECT count(*) > 0 FROM pg_database WHERE datname = 'app'"), "app left on %s", s.Name())
 	}
+}
+
+// TestCitusErrorSaysHowToInstall: a server that cannot load the library, or
+// a database that cannot find the extension, is reported with ErrNoCitus;
+// other errors are left as they are.
+func TestCitusErrorSaysHowToInstall(t *testing.T) {
+	startup := errors.New(`pgserver: coordinator exited during start-up: FATAL: could not access file "citus": No such file or directory`)
+	assert.ErrorIs(t, citusError(startup), ErrNoCitus)
+	control := &pgconn.PgError{Code: "58P01", Message: `could not open extension control file "/usr/share/postgresql/15/extension/citus.control"`}
+	assert.ErrorIs(t, citusError(control), ErrNoCitus)
+	assert.ErrorIs(t, citusError(control), control)
+	other := &pgconn.PgError{Code: "42P04", Message: `database "citus_template" already exists`}
+	assert.NotErrorIs(t, citusError(other), ErrNoCitus)
 }
