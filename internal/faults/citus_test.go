@@ -42,6 +42,12 @@ func citusServer(t *testing.T) *idemtest.Server {
 		suite.citus, suite.citusErr = idemtest.StartCitus(ctx, pgserver.CitusConfig{
 			Config: pgserver.Config{Prefix: "faults-citus-", Settings: []string{
 				"max_connections=" + strconv.Itoa(maxConnections),
+				// A node killed mid-run keeps every commit it acknowledged
+				// (pgserver's Citus clusters turn synchronous_commit off
+				// for speed): a call on one tenant commits on the worker
+				// alone, without the two-phase commit's PREPARE, whose
+				// WAL is flushed whatever the setting.
+				"synchronous_commit=on",
 				"log_min_messages=fatal",
 				"idle_in_transaction_session_timeout=10s",
 				"tcp_keepalives_idle=5",
