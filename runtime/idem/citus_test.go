@@ -576,18 +576,29 @@ func citusLedgerRouting(t *testing.T, srv *idemtest.Server, p path) {
 	assert.Equal(t, int64(4), payments("acme"), "the lost attempt's payment rolled back")
 
 	// In the caller's transaction: claimed and replayed; the caller's
-	// lock_timeout is its own again after the record.
+	// lock_timeout is its own again after the record, on the coordinator
+	// and on the key's worker, to which the claim wait went. The caller's
+	// own SET LOCAL stays on the coordinator (Citus propagates none by
+	// default): a statement routed to the key's shard reads the worker's.
 	tx, err := p.begin(ctx, db)
 	require.NoError(t, err)
 	require.NoError(t, tx.exec(ctx, `SET LOCAL lock_timeout = '17s'`))
+	const coordinatorMs = `SELECT (extract(epoch FROM current_setting('lock_timeout')::interval) * 1000)::bigint`
+	const workerMs = coordinatorMs + ` FROM idempotency_keys WHERE scope = 'acme' AND method = $1 AND key = 'a'`
+	ms, err := tx.queryInt(ctx, workerMs, m.Name)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), ms, "the worker's lock_timeout before the call: the statement reads the worker's")
 	inTx, err := p.atomicInTx(k("tx"), s, tx, m, fp("1"), tenantChargeOn("acme", 1))
 	require.NoError(t, err)
 	again, err := p.atomicInTx(k("tx"), s, tx, m, fp("1"), tenantChargeOn("acme", 1))
 	require.NoError(t, err)
 	assert.Equal(t, inTx, again)
-	ms, err := tx.queryInt(ctx, `SELECT extract(epoch FROM current_setting('lock_timeout')::interval)::bigint * 1000`)
+	ms, err = tx.queryInt(ctx, coordinatorMs)
 	require.NoError(t, err)
 	assert.Equal(t, int64(17000), ms, "the caller's lock_timeout is put back")
+	ms, err = tx.queryInt(ctx, workerMs, m.Name)
+	require.NoError(t, err)
+	assert.Equal(t, int64(17000), ms, "the caller's lock_timeout is put back on the worker, as the coordinator's")
 
 	// A twin of the caller's uncommitted record waits at most the claim
 	// wait on the worker, then is in progress. Were the wait not bounded
