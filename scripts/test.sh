@@ -51,14 +51,10 @@ selects() {
 	return 1
 }
 
-# The example's generated tests on a Citus cluster leave out, as the runtime
-# stands, what fails on a distributed ledger (docs/operations.md, "On a Citus cluster"):
-# external mode's claim (Payout, and TestOwnership's payouts), whose upsert
-# computes timestamps in DO UPDATE SET, which Citus refuses unless IMMUTABLE;
-# and a takeover of an expired ledger key (Charge, Refund), whose CASE holds
-# now().
-citus_example_run='^(TestIdempotentPaymentsCharge|TestIdempotentPaymentsDeposit|TestIdempotentPaymentsRefund)$'
-citus_example_skip='^(TestIdempotentPaymentsCharge|TestIdempotentPaymentsRefund)$/^expired_key$'
+# The example's generated tests run on a Citus cluster whole: every ledger
+# statement of atomic and external mode routes to one shard (docs/ha.md).
+citus_example_run='.'
+citus_example_skip='^$'
 
 # The directories holding Citus tests.
 citus_dirs=(runtime/idemtest/pgserver runtime/idemtest runtime/idem internal/faults example)

@@ -159,20 +159,23 @@ func withoutInMigrations(old, new string) edit {
 
 // The atomic record's conflict clause (queries.go): a key no row holds is
 // recorded, an expired row whose fence the lookup saw is taken over, and
-// any other row refuses the record.
-const recordConflict = "    ON CONFLICT (scope, method, key) DO UPDATE\n" +
+// any other row refuses the record. A mutation replacing it keeps $9 in
+// the statement (PostgreSQL must infer its type) with "    WHERE
+// $9::bigint >= 0`", which makes the record a plain INSERT.
+const recordConflict = "\n    ON CONFLICT (scope, method, key) DO UPDATE\n" +
 	"    SET fingerprint = excluded.fingerprint, status = 'done', response = excluded.response,\n" +
 	"        error_name = excluded.error_name, error_message = excluded.error_message, steps = '{}',\n" +
-	"        fence = excluded.fence, created_at = excluded.created_at, expires_at = excluded.expires_at,\n" +
-	"        locked_until = NULL, intention = excluded.intention\n" +
-	"    WHERE %[3]s AND t.fence = $9\n"
+	"        fence = excluded.fence / (%[5]s AND t.fence = $9)::int,\n" +
+	"        created_at = excluded.created_at, expires_at = excluded.expires_at,\n" +
+	"        locked_until = NULL, intention = excluded.intention`"
 
-// The atomic record's condition on the row it conflicts with (queries.go).
-const recordWhere = "    WHERE %[3]s AND t.fence = $9\n"
+// The atomic record's condition on the row it conflicts with, and its
+// guard (queries.go): a row that may not be taken over divides the fence
+// by zero, so the pipelined COMMIT rolls the work back.
+const recordWhere = "        fence = excluded.fence / (%[5]s AND t.fence = $9)::int,\n"
 
-// The atomic record's guard (queries.go): a record that matched no row
-// divides by zero, so the pipelined COMMIT rolls the work back.
-const recordGuard = "const refuseUnlessOne = \"1 / (count(*) = 1)::int\""
+// The end of the atomic record's conflict clause (queries.go).
+const recordEnd = "        locked_until = NULL, intention = excluded.intention`"
 
 // The lookup after an atomic attempt lost (atomic.go): a twin's row
 // answers, whatever made the attempt lose.
@@ -187,7 +190,7 @@ const externalConflict = "ON CONFLICT (scope, method, key) DO UPDATE\n" +
 	"    expires_at = greatest(CASE WHEN %[3]s THEN excluded.expires_at ELSE t.expires_at END, excluded.locked_until),\n" +
 	"    intention = CASE WHEN %[3]s THEN excluded.intention ELSE t.intention END\n" +
 	"WHERE %[3]s\n" +
-	"   OR (t.status = 'in_progress' AND t.fingerprint = excluded.fingerprint AND t.locked_until <= %[2]s)\n" +
+	"   OR (t.status = 'in_progress' AND t.fingerprint = excluded.fingerprint AND t.locked_until <= excluded.created_at)\n" +
 	"RETURNING fence, steps, intention, t.fence > 1 AS taken_over`"
 
 // The fingerprint comparison in settle (settle.go).
@@ -260,7 +263,7 @@ func promiseMutations() []mutation {
 			bug:  "the record and finish statements store NULL instead of the encoded response",
 			edits: []edit{
 				// NULL::bytea || $n is NULL, and still tells PostgreSQL $n's type.
-				{"queries.go", "SELECT $2, $3, $4, $5, 'done', $10,", "SELECT $2, $3, $4, $5, 'done', NULL::bytea || $10,"},
+				{"queries.go", "%[3]s$2, $3, $4, $5, 'done', $10,", "%[3]s$2, $3, $4, $5, 'done', NULL::bytea || $10,"},
 				{"queries.go", "SET status = 'done', response = $4,", "SET status = 'done', response = NULL::bytea || $4,"},
 			},
 			caught: map[string]*regexp.Regexp{
@@ -273,7 +276,7 @@ func promiseMutations() []mutation {
 			name: "i_external_lock_ignored",
 			bug:  "an external claim takes over an in-progress row whatever its lock",
 			edits: []edit{
-				{"queries.go", "AND t.fingerprint = excluded.fingerprint AND t.locked_until <= %[2]s)", "AND t.fingerprint = excluded.fingerprint)"},
+				{"queries.go", "AND t.fingerprint = excluded.fingerprint AND t.locked_until <= excluded.created_at)", "AND t.fingerprint = excluded.fingerprint)"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsPayout/twins":                         (ranTwice),
@@ -461,7 +464,7 @@ func coreMutations() []mutation {
 				primaryKey,
 				withoutInMigrations(`CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope", "method", "key")`, `CONSTRAINT "idempotency_keys_pkey" CHECK (true)`),
 				// $9 stays in the statement (PostgreSQL must infer its type).
-				{"queries.go", recordConflict, "    WHERE $9::bigint >= 0\n"},
+				{"queries.go", recordConflict, "\n    WHERE $9::bigint >= 0`"},
 				{"queries.go", externalConflict, "RETURNING fence, steps, intention, t.fence > 1 AS taken_over`"},
 			},
 			caught: map[string]*regexp.Regexp{
@@ -494,7 +497,7 @@ func coreMutations() []mutation {
 			bug: "the record is an upsert that always wins: a key a twin recorded is recorded again, " +
 				"so the insert's conflict no longer decides whose work commits",
 			edits: []edit{
-				{"queries.go", recordWhere, "    WHERE $9::bigint >= 0\n"},
+				{"queries.go", recordWhere, "        fence = excluded.fence / ($9::bigint >= 0)::int,\n"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twins": freshTwiceOrMore,
@@ -508,7 +511,7 @@ func coreMutations() []mutation {
 			bug: "the record is a plain INSERT: an expired key is never taken over, and its retry fails on " +
 				"the unique index instead of running",
 			edits: []edit{
-				{"queries.go", recordConflict, "    WHERE $9::bigint >= 0\n"},
+				{"queries.go", recordConflict, "\n    WHERE $9::bigint >= 0`"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/expired_key": duplicateKey,
@@ -523,7 +526,7 @@ func coreMutations() []mutation {
 				"so the stored response is never replayed and every retry runs the body again",
 			edits: []edit{
 				{"atomic.go", lookupAnswers, "\treturn found && !r.expired && r.status != StatusDone\n"},
-				{"queries.go", recordWhere, "    WHERE (%[3]s OR t.status = 'done') AND t.fence = $9\n"},
+				{"queries.go", recordWhere, "        fence = excluded.fence / ((%[5]s OR t.status = 'done') AND t.fence = $9)::int,\n"},
 				{"queries.go", "WHERE %[3]s\n   OR (t.status = 'in_progress'",
 					"WHERE %[3]s OR t.status = 'done'\n   OR (t.status = 'in_progress'"},
 				// An external claim that lost to a row which is done by the
@@ -557,10 +560,13 @@ func coreMutations() []mutation {
 		},
 		{
 			name: "y2_commit_after_a_refused_record",
-			bug: "the record statement does not refuse a record that matched no row: the COMMIT sent with it " +
+			bug: "the record statement does not refuse a record on a row it may not take over: the COMMIT sent with it " +
 				"commits the work of a call whose twin recorded the key first",
 			edits: []edit{
-				{"queries.go", recordGuard, "const refuseUnlessOne = \"count(*)\""},
+				// The old guard's bug: a conflict clause whose condition
+				// matches no row writes nothing and raises nothing.
+				{"queries.go", recordWhere, "        fence = excluded.fence,\n"},
+				{"queries.go", recordEnd, "        locked_until = NULL, intention = excluded.intention\n    WHERE %[5]s AND t.fence = $9`"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body":                             twinNotReplayed,

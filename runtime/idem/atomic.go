@@ -99,6 +99,10 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 	// transaction, before the answer (mismatch.go).
 	refused := func(r ledgerRow) { s.recordMismatchOn(ctx, t, c, r) }
 
+	citus, err := s.onCitus(ctx, t)
+	if err != nil {
+		return zero, storeErr(c.method, "lookup", err)
+	}
 	r, found, err := s.readRow(ctx, t, c)
 	if err != nil {
 		return zero, err
@@ -122,7 +126,8 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 	if err != nil {
 		return lost[R](ctx, s, m, c, t, err, false, confirm, refused)
 	}
-	err = commit(ctx, s, c, t, s.q.record, s.recordArgs(c, m.retention(s), seen, resp, errName, errMsg), "store response and commit", errRecordRefused)
+	prelude, stmt, args := s.record(citus, false, s.recordArgs(c, m.retention(s), seen, resp, errName, errMsg))
+	err = commit(ctx, s, c, t, prelude, stmt, args, "store response and commit", errRecordRefused)
 	if err != nil {
 		if definite(err) {
 			return lost[R](ctx, s, m, c, t, err, true, confirm, refused)
@@ -132,12 +137,26 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 	return out, berr
 }
 
+// record returns atomic mode's record statement (recordInTx in the
+// caller's transaction), its prelude and its arguments (recordArgs's): on
+// Citus, recordCitus after the claim wait's SET LOCAL statements
+// (citusClaimWait), without the claim wait as $13.
+func (s *Store) record(citus, inTx bool, args []any) (prelude []string, stmt string, _ []any) {
+	switch {
+	case citus:
+		return s.citusClaimWait(), s.q.recordCitus, args[:len(args)-1]
+	case inTx:
+		return nil, s.q.recordInTx, args
+	}
+	return nil, s.q.record, args
+}
+
 // recordArgs are the record statement's arguments: the key's row, with
-// fence seen+1, taking over a row whose fence was seen (0: no row), and
-// the outcome.
+// fence seen+1, taking over a row whose fence was seen (0: no row), the
+// outcome, and last the claim wait.
 func (s *Store) recordArgs(c call, retention time.Duration, seen int64, resp []byte, errName, errMsg *string) []any {
-	return []any{s.now(), c.scope, c.method, c.key, c.fp, micros(retention), newIntention(), seen + 1, seen,
-		resp, errName, errMsg, s.claimWaitSetting()}
+	return s.at(c.scope, c.method, c.key, c.fp, micros(retention), newIntention(), seen+1, seen,
+		resp, errName, errMsg, s.claimWaitSetting())
 }
 
 // definite reports a record (or its COMMIT) that certainly did not
@@ -230,6 +249,10 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 	confirm := func(ctx context.Context) error { return s.confirmInTx(ctx, t, c) }
 	refused := func(r ledgerRow) { s.recordMismatchBehind(ctx, c, r) }
 
+	citus, err := s.onCitus(ctx, t)
+	if err != nil {
+		return zero, storeErr(c.method, "lookup", err)
+	}
 	r, found, err := s.readRow(ctx, t, c)
 	if err != nil {
 		return zero, err
@@ -259,8 +282,22 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 		ended = true
 		return lost[R](ctx, s, m, c, t, err, false, confirm, refused)
 	}
-	_, err = t.finish(ctx, s.q.recordInTx, s.recordArgs(c, m.retention(s), seen, resp, errName, errMsg))
+	var putBack string
+	if citus {
+		// The claim wait's SET LOCAL statements outlive RELEASE: the
+		// caller's settings are read now and put back after it.
+		if putBack, err = citusPutBack(ctx, t); err != nil {
+			return zero, storeErr(c.method, "read lock_timeout", err)
+		}
+	}
+	prelude, stmt, args := s.record(citus, true, s.recordArgs(c, m.retention(s), seen, resp, errName, errMsg))
+	_, err = t.finish(ctx, prelude, stmt, args)
 	ended = true
+	if err == nil && putBack != "" {
+		if _, err := t.Exec(ctx, putBack); err != nil {
+			return zero, storeErr(c.method, "put lock_timeout back", err)
+		}
+	}
 	if err != nil {
 		if isDivisionByZero(err) {
 			err = errRecordRefused

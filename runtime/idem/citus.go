@@ -145,3 +145,73 @@ func ledgerShardSweep(shard, now string, batch int) string {
     SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s AND (locked_until IS NULL OR locked_until <= %[2]s)
     ORDER BY expires_at LIMIT %[3]d FOR UPDATE SKIP LOCKED)`, shard, now, batch)
 }
+
+// What the store knows of its server (Store.citus).
+const (
+	citusUnknown int32 = iota
+	citusNo
+	citusYes
+)
+
+// citusLoadedSQL tells whether the server runs Citus: its settings exist.
+const citusLoadedSQL = `SELECT current_setting('citus.propagate_set_commands', true) IS NOT NULL`
+
+// onCitus reports whether the store's server runs Citus, which needs
+// other forms of two statements (recordCitus, mismatchCitus). It asks on
+// q once per store, on its first atomic call (or mismatch record): one
+// statement, before the lookup. A Citus coordinator whose ledger is not
+// distributed gets the Citus forms too, which hold there as well.
+func (s *Store) onCitus(ctx context.Context, q stmts) (bool, error) {
+	switch s.citus.Load() {
+	case citusYes:
+		return true, nil
+	case citusNo:
+		return false, nil
+	}
+	var yes bool
+	if err := q.QueryRow(ctx, citusLoadedSQL).Scan(&yes); err != nil {
+		return false, fmt.Errorf("ask whether the server runs Citus: %w", err)
+	}
+	if yes {
+		s.citus.Store(citusYes)
+	} else {
+		s.citus.Store(citusNo)
+	}
+	return yes, nil
+}
+
+// citusClaimWait is the prelude of the record on Citus: the claim wait as
+// a transaction-local lock_timeout. A lock_timeout set on the coordinator
+// does not bound a wait on a worker, so the record statement cannot set
+// it as on one server; with citus.propagate_set_commands = 'local', Citus
+// sends the SET LOCAL statements that follow to the workers in the
+// transaction, and to those it joins later (the record's own). Both end
+// with the transaction (Atomic's COMMIT), or with a rollback to the
+// savepoint; after RELEASE they stay, so AtomicInTx puts the caller's back
+// (citusPutBack).
+func (s *Store) citusClaimWait() []string {
+	return []string{
+		"SET LOCAL citus.propagate_set_commands = 'local'",
+		"SET LOCAL lock_timeout = " + quoteLiteral(s.claimWaitSetting()),
+	}
+}
+
+// citusSettingsSQL reads the settings citusClaimWait changes.
+const citusSettingsSQL = `SELECT current_setting('lock_timeout'), current_setting('citus.propagate_set_commands')`
+
+// citusPutBack reads, in the caller's transaction q, the settings
+// citusClaimWait changes, and returns the statements that put them back,
+// on the coordinator and the workers: sent after RELEASE.
+func citusPutBack(ctx context.Context, q stmts) (string, error) {
+	var lockTimeout, propagate string
+	if err := q.QueryRow(ctx, citusSettingsSQL).Scan(&lockTimeout, &propagate); err != nil {
+		return "", err
+	}
+	return "SET LOCAL citus.propagate_set_commands = 'local'; SET LOCAL lock_timeout = " + quoteLiteral(lockTimeout) +
+		"; SET LOCAL citus.propagate_set_commands = " + quoteLiteral(propagate), nil
+}
+
+// quoteLiteral quotes v as an SQL string literal.
+func quoteLiteral(v string) string {
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}

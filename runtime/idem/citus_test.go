@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -187,6 +188,10 @@ func TestCitus(t *testing.T) {
 	t.Run("InlineStatementsRouteToOneShard", func(t *testing.T) { citusInlineRouting(t, srv) })
 	t.Run("InlineOneTenantCommitsOnOneNode", func(t *testing.T) { citusTwoPhase(t, srv) })
 	t.Run("SweepPerShard", func(t *testing.T) { citusSweep(t, srv) })
+	for _, p := range paths {
+		t.Run("LedgerStatementsRouteToOneShard/"+p.name, func(t *testing.T) { citusLedgerRouting(t, srv, p) })
+		t.Run("AtomicOneTenantCommitsOnOneNode/"+p.name, func(t *testing.T) { citusAtomicTwoPhase(t, srv, p) })
+	}
 }
 
 // citusRoutes explains, on the coordinator, every statement sent records
@@ -479,4 +484,206 @@ func citusSweep(t *testing.T, srv *idemtest.Server) {
 		assert.NotContains(t, sql, "SKIP LOCKED", "no sweep statement goes through the coordinator's planner")
 	}
 	assert.GreaterOrEqual(t, perShard, 2*shards, "both sweeps visited every shard")
+}
+
+// tenantChargeOn is tenantCharge on either path: a payment of tenant.
+func tenantChargeOn(tenant string, amount int64) work[Receipt] {
+	return func(ctx context.Context, q stmts) (Receipt, error) {
+		id, err := q.queryInt(ctx, `INSERT INTO payments (tenant, amount) VALUES ($1, $2) RETURNING id`, tenant, amount)
+		if err != nil {
+			return Receipt{}, err
+		}
+		return Receipt{PaymentID: id, Amount: amount, Note: tenant}, nil
+	}
+}
+
+// citusLedgerRouting runs every path of atomic mode (claimed, replay,
+// mismatch and its record, an expired key taken over, a record lost to a
+// twin that committed first, a twin waiting on an uncommitted record, in
+// the caller's transaction) and of external mode (claim, step, finish,
+// release, extend, replay, mismatch) on path p, with the database's clock
+// and with a store's, and checks that every statement routes to one shard
+// (citusRoutes).
+func citusLedgerRouting(t *testing.T, srv *idemtest.Server, p path) {
+	sent := &sentWithArgs{args: map[string][]any{}}
+	db := srv.New(t, idemtest.WithSetup(citusSetup(t)...),
+		idemtest.WithPoolConfig(func(c *pgxpool.Config) { c.ConnConfig.Tracer = sent }))
+	s, err := p.newStore(db, idem.WithClaimWait(200*time.Millisecond), idem.WithHeartbeat(10*time.Millisecond))
+	require.NoError(t, err)
+	// The store's clock reads the time of the database's: the key
+	// expires by either.
+	clock := idemtest.NewClock(time.Now())
+	clocked, err := p.newStore(db, idem.WithClock(clock.Now))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(idem.ContextWithScope(context.Background(), "acme"), time.Minute)
+	defer cancel()
+	k := func(key string) context.Context { return idem.ContextWithKey(ctx, key) }
+	conn, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, conn.Close(context.Background())) }()
+	m := chargeMethod()
+	payments := func(tenant string) int64 {
+		var n int64
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM payments WHERE tenant = $1`, tenant).Scan(&n))
+		return n
+	}
+
+	// Atomic: claimed, replay, mismatch (recorded), with both clocks.
+	for _, st := range []*idem.Store{s, clocked} {
+		first, err := p.atomic(k("a"), st, m, fp("1"), tenantChargeOn("acme", 1))
+		require.NoError(t, err)
+		replayCtx, outcome := idem.ContextWithOutcome(k("a"))
+		again, err := p.atomic(replayCtx, st, m, fp("1"), tenantChargeOn("acme", 1))
+		require.NoError(t, err)
+		assert.True(t, outcome.Replayed())
+		assert.Equal(t, first, again)
+		_, err = p.atomic(k("a"), st, m, fp("2"), tenantChargeOn("acme", 1))
+		require.ErrorIs(t, err, idem.ErrMismatch)
+	}
+	var mismatched int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE scope = 'acme' AND key = 'a' AND mismatch_fingerprint = $1`, fp("2")).Scan(&mismatched))
+	assert.Equal(t, int64(1), mismatched, "the mismatch is recorded")
+	assert.Equal(t, int64(1), payments("acme"), "one intention, one payment")
+
+	// An expired key is taken over (the database's clock, then the
+	// store's).
+	_, err = conn.Exec(ctx, `UPDATE idempotency_keys SET expires_at = now() - interval '1 hour' WHERE scope = 'acme' AND key = 'a'`)
+	require.NoError(t, err)
+	_, err = p.atomic(k("a"), s, m, fp("2"), tenantChargeOn("acme", 1))
+	require.NoError(t, err, "the expired key runs as new")
+	clock.Advance(2 * retention)
+	_, err = p.atomic(k("a"), clocked, m, fp("3"), tenantChargeOn("acme", 1))
+	require.NoError(t, err, "the expired key runs as new by the store's clock")
+	assert.Equal(t, int64(3), payments("acme"))
+
+	// A record lost to a twin that committed first: the body runs the
+	// twin to its end, then the record conflicts, the work rolls back,
+	// and the call replays the twin's answer.
+	nested := false
+	var twin Receipt
+	lost, err := p.atomic(k("lost"), s, m, fp("1"), func(ctx context.Context, q stmts) (Receipt, error) {
+		if !nested {
+			nested = true
+			var err error
+			if twin, err = p.atomic(ctx, s, m, fp("1"), tenantChargeOn("acme", 7)); err != nil {
+				return Receipt{}, err
+			}
+		}
+		return tenantChargeOn("acme", 7)(ctx, q)
+	})
+	require.NoError(t, err)
+	assert.Equal(t, twin, lost, "the twin's answer")
+	assert.Equal(t, int64(4), payments("acme"), "the lost attempt's payment rolled back")
+
+	// In the caller's transaction: claimed and replayed; the caller's
+	// lock_timeout is its own again after the record, on the coordinator
+	// and on the key's worker, to which the claim wait went. The caller's
+	// own SET LOCAL stays on the coordinator (Citus propagates none by
+	// default): a statement routed to the key's shard reads the worker's.
+	tx, err := p.begin(ctx, db)
+	require.NoError(t, err)
+	require.NoError(t, tx.exec(ctx, `SET LOCAL lock_timeout = '17s'`))
+	const coordinatorMs = `SELECT (extract(epoch FROM current_setting('lock_timeout')::interval) * 1000)::bigint`
+	const workerMs = coordinatorMs + ` FROM idempotency_keys WHERE scope = 'acme' AND method = $1 AND key = 'a'`
+	ms, err := tx.queryInt(ctx, workerMs, m.Name)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), ms, "the worker's lock_timeout before the call: the statement reads the worker's")
+	inTx, err := p.atomicInTx(k("tx"), s, tx, m, fp("1"), tenantChargeOn("acme", 1))
+	require.NoError(t, err)
+	again, err := p.atomicInTx(k("tx"), s, tx, m, fp("1"), tenantChargeOn("acme", 1))
+	require.NoError(t, err)
+	assert.Equal(t, inTx, again)
+	ms, err = tx.queryInt(ctx, coordinatorMs)
+	require.NoError(t, err)
+	assert.Equal(t, int64(17000), ms, "the caller's lock_timeout is put back")
+	ms, err = tx.queryInt(ctx, workerMs, m.Name)
+	require.NoError(t, err)
+	assert.Equal(t, int64(17000), ms, "the caller's lock_timeout is put back on the worker, as the coordinator's")
+
+	// A twin of the caller's uncommitted record waits at most the claim
+	// wait on the worker, then is in progress. Were the wait not bounded
+	// there, it would last until the caller's transaction ends, which is
+	// after the twin's answer.
+	_, err = p.atomic(k("tx"), s, m, fp("1"), tenantChargeOn("acme", 1))
+	var inProgress *idem.InProgressError
+	require.ErrorAs(t, err, &inProgress, "the twin waited out the claim wait")
+	require.NoError(t, tx.commit(ctx))
+	replayed, err := p.atomic(k("tx"), s, m, fp("1"), tenantChargeOn("acme", 1))
+	require.NoError(t, err)
+	assert.Equal(t, inTx, replayed, "the committed record replays")
+	assert.Equal(t, int64(5), payments("acme"))
+
+	// External: claim, step, finish, replay, mismatch; a non-final error
+	// releases the key; a long body's heartbeat extends the lock.
+	for _, st := range []*idem.Store{s, clocked} {
+		key := fmt.Sprintf("x-%p", st)
+		out, err := idem.External(k(key), st, m, fp("1"), func(ctx context.Context) (Receipt, error) {
+			return idem.Step(ctx, "charge", func(context.Context) (Receipt, error) { return Receipt{Amount: 3}, nil })
+		})
+		require.NoError(t, err)
+		again, err := idem.External(k(key), st, m, fp("1"), func(context.Context) (Receipt, error) { return Receipt{Amount: 4}, nil })
+		require.NoError(t, err)
+		assert.Equal(t, out, again, "the replay")
+		_, err = idem.External(k(key), st, m, fp("2"), func(context.Context) (Receipt, error) { return Receipt{}, nil })
+		require.ErrorIs(t, err, idem.ErrMismatch)
+		boom := errors.New("try again")
+		_, err = idem.External(k(key+"-r"), st, m, fp("1"), func(context.Context) (Receipt, error) { return Receipt{}, boom })
+		require.ErrorIs(t, err, boom)
+		retried, err := idem.External(k(key+"-r"), st, m, fp("1"), func(context.Context) (Receipt, error) { return Receipt{Amount: 5}, nil })
+		require.NoError(t, err, "a released key runs again at once")
+		assert.Equal(t, int64(5), retried.Amount)
+	}
+	_, err = idem.External(k("x-long"), s, m, fp("1"), func(context.Context) (Receipt, error) {
+		sent.waitFor(t, "greatest(expires_at,")
+		return Receipt{Amount: 6}, nil
+	})
+	require.NoError(t, err)
+
+	explained, _ := citusRoutes(t, conn, sent)
+	for _, part := range []string{"ON CONFLICT (scope, method, key) DO UPDATE\n    SET fingerprint", "'in_progress', ", "SET status = 'done'",
+		"SET locked_until = ", "greatest(expires_at,", "jsonb_set(steps", "SET mismatch_at", "AS r WHERE r.scope = "} {
+		found := false
+		sent.mu.Lock()
+		for sql := range sent.args {
+			found = found || strings.Contains(sql, part)
+		}
+		sent.mu.Unlock()
+		assert.True(t, found, "a statement containing %q was sent and explained", part)
+	}
+	t.Logf("%s: %d statements explained", p.name, explained)
+}
+
+// citusAtomicTwoPhase checks, in atomic mode on path p, that a call whose
+// body writes its own tenant's rows commits on one node (no two-phase
+// commit), that a body writing another tenant's rows commits on both by
+// two-phase commit, and that both keep the promise: a retry replays, the
+// payment exists once.
+func citusAtomicTwoPhase(t *testing.T, srv *idemtest.Server, p path) {
+	db := srv.New(t, idemtest.WithSetup(citusSetup(t)...))
+	s, err := p.newStore(db)
+	require.NoError(t, err)
+	ctx := idem.ContextWithScope(context.Background(), "acme")
+	other := otherNodeTenant(t, db.Pool, "acme")
+	m := chargeMethod()
+	const calls = 5
+	run := func(name, tenant string) {
+		for i := range calls {
+			key := idem.ContextWithKey(ctx, fmt.Sprintf("%s-%d", name, i))
+			first, err := p.atomic(key, s, m, fp("1"), tenantChargeOn(tenant, 1))
+			require.NoError(t, err)
+			replayed, outcome := idem.ContextWithOutcome(key)
+			again, err := p.atomic(replayed, s, m, fp("1"), tenantChargeOn(tenant, 1))
+			require.NoError(t, err)
+			assert.True(t, outcome.Replayed(), "the retry replays")
+			assert.Equal(t, first, again)
+		}
+	}
+	before := twoPhaseCommits(t, db.Pool)
+	run("own", "acme")
+	assert.Equal(t, before, twoPhaseCommits(t, db.Pool), "a body writing its own tenant's rows commits on one node")
+	run("cross", other)
+	assert.Equal(t, before+calls, twoPhaseCommits(t, db.Pool), "a body writing another tenant's rows commits by two-phase commit, once per call")
+	var own, cross int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE tenant = 'acme'), count(*) FILTER (WHERE tenant = $1) FROM payments`, other).Scan(&own, &cross))
+	assert.Equal(t, []int64{calls, calls}, []int64{own, cross}, "each intention wrote its payment once")
 }

@@ -40,7 +40,7 @@ func isLockTimeout(err error) bool {
 
 // readRow runs the read statement. found is false when there is no row.
 func (s *Store) readRow(ctx context.Context, q stmts, c call) (r ledgerRow, found bool, err error) {
-	return scanRow(q.QueryRow(ctx, s.q.read, s.now(), c.scope, c.method, c.key), c)
+	return scanRow(q.QueryRow(ctx, s.q.read, s.at(c.scope, c.method, c.key)...), c)
 }
 
 // scanRow scans the answer to the read statement.

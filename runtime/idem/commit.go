@@ -13,17 +13,18 @@ import (
 // record, inline mode's check), and COMMIT with it, detached from the
 // caller's context; or, when the call does not commit, the rollback.
 
-// commit sends stmt and COMMIT on t, detached from ctx: a caller going
-// away must not cancel a COMMIT that waits for a synchronous standby (see
-// replication.go). They travel in one round trip where t pipelines. stmt
+// commit sends the prelude's statements, stmt and COMMIT on t, detached
+// from ctx: a caller going away must not cancel a COMMIT that waits for a
+// synchronous standby (see replication.go). They travel in one round trip
+// where t pipelines. stmt
 // divides by zero to refuse the commit (the COMMIT then rolls back):
 // refused is the error for that. what names the step in other errors.
-func commit(ctx context.Context, s *Store, c call, t attemptTx, stmt string, args []any, what string, refused error) error {
+func commit(ctx context.Context, s *Store, c call, t attemptTx, prelude []string, stmt string, args []any, what string, refused error) error {
 	cctx, cancel := t.commitContext(ctx, s)
 	defer cancel()
 	pc := t.pgConn()
 	takeUnreplicated(pc)
-	commitTag, err := t.finish(cctx, stmt, args)
+	commitTag, err := t.finish(cctx, prelude, stmt, args)
 	if errors.Is(err, errBodyEndedTx) {
 		// A *sql.Tx the body committed or rolled back itself.
 		return fmt.Errorf("idem: %s: %w", c.method, err)

@@ -50,12 +50,14 @@ type ledgerTx interface {
 	// the driver cannot queue it with the body's first statement
 	// (database/sql); on pgx it does nothing.
 	open(ctx context.Context) error
-	// finish sends stmt, then the end of the body's transaction (COMMIT,
-	// or RELEASE SAVEPOINT), after its opening if the body sent nothing,
-	// in one round trip where the driver pipelines, and returns the end's
-	// command tag. stmt's failure is returned as is (isDivisionByZero
-	// tells the record statement's refusal).
-	finish(ctx context.Context, stmt string, args []any) (endTag string, err error)
+	// finish sends the prelude's statements (none but on Citus: SET
+	// LOCAL statements, without parameters), stmt, then the end of the
+	// body's transaction (COMMIT, or RELEASE SAVEPOINT), after its
+	// opening if the body sent nothing, in one round trip where the
+	// driver pipelines, and returns the end's command tag. stmt's failure
+	// is returned as is (isDivisionByZero tells the record statement's
+	// refusal).
+	finish(ctx context.Context, prelude []string, stmt string, args []any) (endTag string, err error)
 	// abandon rolls the body's transaction back, if it was opened, so
 	// that a lookup can follow: the connection, or the caller's
 	// transaction, is usable again.

@@ -123,8 +123,8 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
 	err := s.committing(ctx, cctx, func(conn *pgx.Conn) error {
-		return conn.QueryRow(cctx, s.q.claimExternal, s.now(), c.scope, c.method, c.key, c.fp,
-			micros(m.retention(s)), micros(m.lockTimeout(s)), newIntention()).Scan(&fence, &steps, &intention, &takenOver)
+		return conn.QueryRow(cctx, s.q.claimExternal, s.at(c.scope, c.method, c.key, c.fp,
+			micros(m.retention(s)), micros(m.lockTimeout(s)), newIntention())...).Scan(&fence, &steps, &intention, &takenOver)
 	})
 	if errors.Is(err, errUnconfirmed) {
 		// The body has not run. The row may hold the key on this server
@@ -220,7 +220,7 @@ func runExternal[R any](ctx context.Context, s *Store, m *Method[R], ex *executi
 		// locked until the lock expires.
 		return zero, berr
 	default:
-		if _, err := s.pool.Exec(fctx, s.q.release, s.now(), c.scope, c.method, c.key, ex.fence, ex.intention); err != nil {
+		if _, err := s.pool.Exec(fctx, s.q.release, s.at(c.scope, c.method, c.key, ex.fence, ex.intention)...); err != nil {
 			s.cfg.logger.ErrorContext(ctx, "could not release idempotency claim; it expires with its lock",
 				"method", c.method, "key", c.key, "err", err)
 		}
@@ -305,7 +305,7 @@ func (ex *execution) heartbeat(ctx context.Context, lock time.Duration, cancel c
 			}
 			c := ex.c
 			qctx, qcancel := context.WithTimeout(hctx, ex.s.cfg.heartbeat)
-			tag, err := ex.s.pool.Exec(qctx, ex.s.q.extend, ex.s.now(), c.scope, c.method, c.key, ex.fence, micros(lock), ex.intention)
+			tag, err := ex.s.pool.Exec(qctx, ex.s.q.extend, ex.s.at(c.scope, c.method, c.key, ex.fence, micros(lock), ex.intention)...)
 			qcancel()
 			if err == nil && tag.RowsAffected() == 0 {
 				cancel(ErrLockLost)

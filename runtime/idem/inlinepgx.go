@@ -63,7 +63,7 @@ func inlinePgxAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 
 	// The key check and COMMIT travel in one round trip.
 	t := &pgxAttempt{conn: conn}
-	if err := commit(ctx, s, c, t, q.check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
+	if err := commit(ctx, s, c, t, nil, q.check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
 		return zero, err
 	}
 	s.hook(ctx, s.cfg.hooks.Claimed, ev)

@@ -30,7 +30,7 @@ func inlineSQLAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 	if berr != nil {
 		return zero, berr
 	}
-	if err := commit(ctx, s, c, t, q.check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
+	if err := commit(ctx, s, c, t, nil, q.check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
 		return zero, err
 	}
 	s.hook(ctx, s.cfg.hooks.Claimed, ev)

@@ -39,21 +39,31 @@ func mismatched(r ledgerRow, c call) bool {
 
 // mismatchArgs are the mismatch statement's arguments for c refused by r.
 func (s *Store) mismatchArgs(c call, r ledgerRow) []any {
-	return []any{s.now(), c.scope, c.method, c.key, r.fence, r.intention, c.fp}
+	return s.at(c.scope, c.method, c.key, r.fence, r.intention, c.fp)
+}
+
+// mismatchStmt is the mismatch statement for the store's server, asking
+// on q whether it runs Citus if the store does not know yet (a failure to
+// ask picks the statement of one server, whose failure is then logged).
+func (s *Store) mismatchStmt(ctx context.Context, q stmts) string {
+	if citus, _ := s.onCitus(ctx, q); citus {
+		return s.q.mismatchCitus
+	}
+	return s.q.mismatch
 }
 
 // recordMismatchOn records c's refusal in a statement of its own on q,
 // outside any transaction: an atomic attempt's connection, after its
 // lookup.
 func (s *Store) recordMismatchOn(ctx context.Context, q stmts, c call, r ledgerRow) {
-	_, err := q.Exec(ctx, s.q.mismatch, s.mismatchArgs(c, r)...)
+	_, err := q.Exec(ctx, s.mismatchStmt(ctx, q), s.mismatchArgs(c, r)...)
 	s.mismatchNotRecorded(ctx, c, err)
 }
 
 // recordMismatch records c's refusal in a statement of its own on the
 // store's pool.
 func (s *Store) recordMismatch(ctx context.Context, c call, r ledgerRow) {
-	_, err := s.pool.Exec(ctx, s.q.mismatch, s.mismatchArgs(c, r)...)
+	_, err := s.pool.Exec(ctx, s.mismatchStmt(ctx, s.pool), s.mismatchArgs(c, r)...)
 	s.mismatchNotRecorded(ctx, c, err)
 }
 

@@ -77,12 +77,12 @@ func (t *pgxAttempt) Exec(ctx context.Context, sql string, args ...any) (pgconn.
 
 func (t *pgxAttempt) open(context.Context) error { return nil }
 
-func (t *pgxAttempt) finish(ctx context.Context, stmt string, args []any) (string, error) {
+func (t *pgxAttempt) finish(ctx context.Context, prelude []string, stmt string, args []any) (string, error) {
 	var pending []pendingStmt
 	if t.tx != nil { // nil for inline mode's check (inlinepgx.go)
 		pending = t.tx.takePending()
 	}
-	return finishBatch(ctx, t.conn, pending, stmt, args, "COMMIT")
+	return finishBatch(ctx, t.conn, withPrelude(pending, prelude), stmt, args, "COMMIT")
 }
 
 func (t *pgxAttempt) abandon(ctx context.Context) error {
@@ -139,12 +139,20 @@ func (t *pgxInTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 
 func (t *pgxInTx) open(context.Context) error { return nil }
 
-func (t *pgxInTx) finish(ctx context.Context, stmt string, args []any) (string, error) {
+func (t *pgxInTx) finish(ctx context.Context, prelude []string, stmt string, args []any) (string, error) {
 	pending := t.body.takePending()
 	if len(pending) > 0 {
 		t.sentOpen = true // the body sent nothing: the savepoint goes in this batch
 	}
-	return finishBatch(ctx, t.tx, pending, stmt, args, "RELEASE SAVEPOINT "+savepoint)
+	return finishBatch(ctx, t.tx, withPrelude(pending, prelude), stmt, args, "RELEASE SAVEPOINT "+savepoint)
+}
+
+// withPrelude appends the prelude's statements to the pending ones.
+func withPrelude(pending []pendingStmt, prelude []string) []pendingStmt {
+	for _, p := range prelude {
+		pending = append(pending, pendingStmt{sql: p})
+	}
+	return pending
 }
 
 func (t *pgxInTx) abandon(ctx context.Context) error {
@@ -173,7 +181,7 @@ type batcher interface {
 }
 
 // finishBatch sends the pending statements (the body's BEGIN or SAVEPOINT
-// when it sent nothing), stmt and end in one round trip and returns end's
+// when it sent nothing, and a prelude), stmt and end in one round trip and returns end's
 // command tag.
 func finishBatch(ctx context.Context, conn batcher, pending []pendingStmt, stmt string, args []any, end string) (string, error) {
 	b := &pgx.Batch{}

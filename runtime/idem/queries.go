@@ -2,24 +2,42 @@ package idem
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 )
 
 // queries holds the SQL for one ledger table. Statements that need the time
-// take it as $1, which is NULL in production so that the database clock decides
-// (coalesce($1::timestamptz, now())): one clock for every application server.
-// Tests pass a time to step past windows without sleeping. Scope, method and
-// key follow as $2..$4, or as $1..$3 in statements that need no time.
+// are written with it as $1 and their other parameters from $2; a store
+// reads the time from one clock, picked once (atClock): the database's
+// now(), in production (one clock for every application server), or the
+// store's (WithClock: tests step past windows without sleeping), sent as
+// $1. No statement chooses between the two (coalesce($1, now())): Citus
+// routes a statement to one shard only if what it computes from the time
+// is the time itself, and refuses a stable function chosen by a CASE or a
+// COALESCE in an UPDATE or in ON CONFLICT DO UPDATE. Scope, method and key
+// follow as $2..$4 (as $1..$3 in statements that need no time).
+//
+// Every statement a call sends names the key's scope with an equality, and
+// none holds a subquery on another shard, so on a ledger distributed by
+// scope (docs/ha.md) each routes to the key's shard.
 type queries struct {
 	read, record, recordInTx, claimExternal, finishExternal, release, extend, step, stepLegacy, sweep, mismatch string
+	// recordCitus is atomic mode's record on Citus (Atomic and AtomicInTx
+	// alike); mismatchCitus is the mismatch record there (citusSetup).
+	recordCitus, mismatchCitus string
 }
 
-func newQueries(table string) queries {
-	const now = "coalesce($1::timestamptz, now())"
+func newQueries(table string, clock bool) queries {
+	const now = "$1::timestamptz"
 	const pk = "scope = $2 AND method = $3 AND key = $4"
 	const pk1 = "scope = $1 AND method = $2 AND key = $3"
 	// reclaimable: the existing row t may start a new intention, because its
-	// retention ended and no attempt holds a live lock on it.
-	const reclaimable = "(t.expires_at <= " + now + " AND (t.locked_until IS NULL OR t.locked_until <= " + now + "))"
+	// retention ended and no attempt holds a live lock on it. In ON
+	// CONFLICT DO UPDATE the time is the row proposed's created_at (the
+	// clock's, read once for the statement), so that clause computes
+	// nothing from a function.
+	const reclaimable = "(t.expires_at <= excluded.created_at AND (t.locked_until IS NULL OR t.locked_until <= excluded.created_at))"
 	// rowColumns are the columns of a row read back (scanRow's order), from
 	// the row aliased r. expired means a claim may start a new intention on
 	// the row: its retention ended and no attempt holds a live lock on it.
@@ -29,7 +47,7 @@ func newQueries(table string) queries {
 	const rowColumns = `r.fingerprint, r.status, r.response, r.error_name, r.error_message, r.fence, r.intention,
        r.expires_at <= ` + now + ` AND (r.locked_until IS NULL OR r.locked_until <= ` + now + `) AS expired, r.locked_until, ` + now + ` AS now,
        ` + syncRepColumn + ` AS sync_rep`
-	return queries{
+	q := queries{
 		// read: the key's row. Atomic mode's lookup (before the body, and
 		// after an attempt that lost), and the read of a row external
 		// mode's claim did not get.
@@ -42,33 +60,38 @@ FROM %[1]s AS r WHERE r.scope = $2 AND r.method = $3 AND r.key = $4`, table, row
 		// fences start at 1) or an expired one whose fence was $9: the
 		// insert makes the row, or takes the expired one over as a new
 		// intention with fence $8 (= $9 + 1). Any other row, committed by a
-		// twin since the lookup, matches nothing (ON CONFLICT DO UPDATE
-		// checks its WHERE again on the row version it waited for, so two
-		// takeovers of one expired row are exclusive): the count is then 0,
-		// the division by zero aborts the transaction, and the pipelined
-		// COMMIT rolls the body's work back.
+		// twin since the lookup, refuses the record (recordConflict): a
+		// division by zero aborts the transaction, and the pipelined COMMIT
+		// rolls the body's work back.
 		//
 		// A twin's row not yet committed makes the insert wait for the twin
 		// to end. That wait is bounded by the store's claim wait ($13): a
 		// transaction-local lock_timeout set just before the row to insert
 		// is made (OFFSET 0 keeps that step in its place). Nothing runs
 		// after it in the attempt's transaction, so it is not put back.
-		record: fmt.Sprintf(`WITH recorded AS (
-    %[1]s)
-SELECT %[2]s FROM recorded`, fmt.Sprintf(recordInsert, table, now, reclaimable, ""), refuseUnlessOne),
+		record: fmt.Sprintf(recordInsert, table, now, "SELECT ", "\n    FROM (SELECT set_config('lock_timeout', $13, true) OFFSET 0) AS claim_wait", reclaimable),
 
 		// recordInTx (AtomicInTx): record under a savepoint in the caller's
 		// transaction, RELEASE following in the same round trip. The
 		// lock_timeout in force is saved before the claim wait replaces it
 		// (saved is read first, by the set_config that changes it) and put
 		// back once the insert is over (the outer query reads the insert's
-		// count first), so the caller's transaction goes on with its own
+		// row first), so the caller's transaction goes on with its own
 		// setting.
 		recordInTx: fmt.Sprintf(`WITH saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
 recorded AS (
-    %[1]s)
-SELECT %[2]s, set_config('lock_timeout', (SELECT lock_timeout FROM saved), true)
-FROM recorded`, fmt.Sprintf(recordInsert, table, now, reclaimable, " FROM saved"), refuseUnlessOne),
+    %[1]s
+    RETURNING 1)
+SELECT set_config('lock_timeout', (SELECT lock_timeout FROM saved), true)
+FROM recorded`, fmt.Sprintf(recordInsert, table, now, "SELECT ", "\n    FROM (SELECT set_config('lock_timeout', $13, true) FROM saved OFFSET 0) AS claim_wait", reclaimable)),
+
+		// recordCitus: record on Citus, an INSERT … VALUES, which Citus
+		// routes to the key's shard (an INSERT … SELECT, or a CTE, it plans
+		// on the coordinator). The claim wait cannot be set by the
+		// statement: a lock_timeout set on the coordinator does not bound a
+		// wait on the worker. It goes before, as SET LOCAL statements Citus
+		// propagates to the worker (citusClaimWait); $13 is unused.
+		recordCitus: fmt.Sprintf(recordInsert, table, now, "VALUES (", ")", reclaimable),
 
 		// claimExternal: commits an in-progress row with a lock. It starts a
 		// new intention ($8) on a row whose retention ended, unless an
@@ -87,7 +110,7 @@ SET status = 'in_progress', fence = t.fence + 1, locked_until = excluded.locked_
     expires_at = greatest(CASE WHEN %[3]s THEN excluded.expires_at ELSE t.expires_at END, excluded.locked_until),
     intention = CASE WHEN %[3]s THEN excluded.intention ELSE t.intention END
 WHERE %[3]s
-   OR (t.status = 'in_progress' AND t.fingerprint = excluded.fingerprint AND t.locked_until <= %[2]s)
+   OR (t.status = 'in_progress' AND t.fingerprint = excluded.fingerprint AND t.locked_until <= excluded.created_at)
 RETURNING fence, steps, intention, t.fence > 1 AS taken_over`, table, now, reclaimable),
 
 		// finishExternal: compare-and-set on the fencing token (intention,
@@ -125,10 +148,11 @@ WHERE %[2]s AND fence = $4 AND intention IS NOT DISTINCT FROM $7::uuid AND statu
 		// disk nor for a synchronous standby (synchronous_commit off, for
 		// this transaction only): the record is for operators, and a crash
 		// that loses it loses no answer.
-		mismatch: fmt.Sprintf(`UPDATE %[1]s AS t SET mismatch_at = %[2]s, mismatch_fingerprint = $7
-FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_wait
-WHERE (t.scope, t.method, t.key) = (SELECT scope, method, key FROM %[1]s
-    WHERE %[3]s AND fence = $5 AND intention IS NOT DISTINCT FROM $6::uuid FOR UPDATE SKIP LOCKED)`, table, now, pk),
+		mismatch: fmt.Sprintf(mismatchUpdate, table, now, pk, "\nFROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_wait"),
+		// mismatchCitus: mismatch on Citus, which refuses a volatile
+		// function (set_config) in an UPDATE: the same record, whose
+		// commit waits as the worker's commits do.
+		mismatchCitus: fmt.Sprintf(mismatchUpdate, table, now, pk, ""),
 
 		// sweep: one batch of expired rows, oldest first, skipping rows a
 		// claim holds, so live traffic is never blocked by cleanup. A row
@@ -137,28 +161,54 @@ WHERE (t.scope, t.method, t.key) = (SELECT scope, method, key FROM %[1]s
     SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s AND (locked_until IS NULL OR locked_until <= %[2]s)
     ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, table, now),
 	}
+	if clock {
+		return q
+	}
+	for _, p := range []*string{&q.read, &q.record, &q.recordInTx, &q.recordCitus, &q.claimExternal,
+		&q.release, &q.extend, &q.sweep, &q.mismatch, &q.mismatchCitus} {
+		*p = atDatabaseClock(*p)
+	}
+	return q
+}
+
+// param matches a statement's parameter.
+var param = regexp.MustCompile(`\$([0-9]+)`)
+
+// atDatabaseClock rewrites a statement written with the time as $1 for the
+// database's clock: now() in place of $1, and the other parameters one
+// lower (Store.at leaves the time out of their arguments).
+func atDatabaseClock(stmt string) string {
+	stmt = strings.ReplaceAll(stmt, "$1::timestamptz", "now()")
+	return param.ReplaceAllStringFunc(stmt, func(p string) string {
+		n, _ := strconv.Atoi(p[1:])
+		return "$" + strconv.Itoa(n-1)
+	})
 }
 
 // recordInsert is the insert of atomic mode's record statements (record,
-// recordInTx), over table (%[1]s), the time (%[2]s), the condition of a row
-// that may start a new intention (%[3]s) and what the claim wait's
-// set_config reads from (%[4]s).
+// recordInTx, recordCitus), over table (%[1]s), the time (%[2]s), the
+// row's source around its values (%[3]s before, %[4]s after: a SELECT
+// with the claim wait, or VALUES) and the condition of a row that may
+// start a new intention (%[5]s). The conflict clause holds nothing but
+// the row's columns and the proposed row's (excluded), so Citus routes it:
+// a row that may not be taken over (any but an expired one with the fence
+// the lookup saw) divides the fence by zero (recordConflict).
 const recordInsert = `INSERT INTO %[1]s AS t (scope, method, key, fingerprint, status, response, error_name, error_message, fence, created_at, expires_at, intention)
-    SELECT $2, $3, $4, $5, 'done', $10, $11, $12, $8, %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7
-    FROM (SELECT set_config('lock_timeout', $13, true)%[4]s OFFSET 0) AS claim_wait
+    %[3]s$2, $3, $4, $5, 'done', $10, $11, $12, $8, %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7%[4]s
     ON CONFLICT (scope, method, key) DO UPDATE
     SET fingerprint = excluded.fingerprint, status = 'done', response = excluded.response,
         error_name = excluded.error_name, error_message = excluded.error_message, steps = '{}',
-        fence = excluded.fence, created_at = excluded.created_at, expires_at = excluded.expires_at,
-        locked_until = NULL, intention = excluded.intention
-    WHERE %[3]s AND t.fence = $9
-    RETURNING 1`
+        fence = excluded.fence / (%[5]s AND t.fence = $9)::int,
+        created_at = excluded.created_at, expires_at = excluded.expires_at,
+        locked_until = NULL, intention = excluded.intention`
 
-// refuseUnlessOne is the record statements' answer: 1 when the insert
-// wrote the key's row, a division by zero otherwise, which aborts the
-// transaction so that the COMMIT (or RELEASE) sent with it does not commit
-// the work.
-const refuseUnlessOne = "1 / (count(*) = 1)::int"
+// mismatchUpdate is the mismatch record over table (%[1]s), the time
+// (%[2]s) and the key (%[3]s), with %[4]s after its SET: the row the
+// refusal read, unless another statement holds it (SKIP LOCKED), on the
+// key's shard (the outer scope names it to Citus).
+const mismatchUpdate = `UPDATE %[1]s AS t SET mismatch_at = %[2]s, mismatch_fingerprint = $7%[4]s
+WHERE t.scope = $2 AND (t.scope, t.method, t.key) = (SELECT scope, method, key FROM %[1]s
+    WHERE %[3]s AND fence = $5 AND intention IS NOT DISTINCT FROM $6::uuid FOR UPDATE SKIP LOCKED)`
 
 // The standby's statements (replication.go).
 

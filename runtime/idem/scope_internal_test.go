@@ -3,6 +3,7 @@ package idem
 import (
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,8 +41,33 @@ func TestStatementsFilterByScope(t *testing.T) {
 			assert.True(t, scopePredicate.MatchString(sql), "%s.%s has no scope predicate:\n%s", v.Type().Name(), f.Name, sql)
 		}
 	}
-	check(newQueries(`"idempotency_keys"`))
+	check(newQueries(`"idempotency_keys"`, true))
+	check(newQueries(`"idempotency_keys"`, false))
 	schema, err := ledger.NewInline("orders")
 	require.NoError(t, err)
 	check(newInlineQueries(schema))
+}
+
+// No ledger statement chooses between the two clocks (Citus routes none
+// that does): a store's statements read the time from its clock alone,
+// the database's now() with parameters from $1, or the store's as $1.
+func TestStatementsReadOneClock(t *testing.T) {
+	for _, clock := range []bool{true, false} {
+		v := reflect.ValueOf(newQueries(`"idempotency_keys"`, clock))
+		for i := range v.NumField() {
+			name, sql := v.Type().Field(i).Name, v.Field(i).String()
+			assert.NotRegexp(t, `coalesce\(\$`, sql, "%s chooses between clocks", name)
+			usesParam := regexp.MustCompile(`\$1\b`).MatchString(sql)
+			switch {
+			case clock && strings.Contains(sql, "now()"):
+				t.Errorf("%s reads now() on a store with a clock:\n%s", name, sql)
+			case !clock && strings.Contains(sql, "$1::timestamptz"):
+				t.Errorf("%s reads the time as $1 on a store without a clock:\n%s", name, sql)
+			case !usesParam:
+				t.Errorf("%s has no $1:\n%s", name, sql)
+			}
+		}
+	}
+	q := newQueries("t", false)
+	assert.Equal(t, "UPDATE t SET locked_until = now()\nWHERE scope = $1 AND method = $2 AND key = $3 AND fence = $4 AND intention IS NOT DISTINCT FROM $5::uuid AND status = 'in_progress'", q.release)
 }

@@ -98,7 +98,7 @@ func TestEveryLedgerStatementFiltersByScope(t *testing.T) {
 		if _, err := idem.Step(ctx, "transfer", func(context.Context) (string, error) { return "tr", nil }); err != nil {
 			return Payout{}, err
 		}
-		waitSent(t, sent, "locked_until = coalesce")
+		waitSent(t, sent, "greatest(expires_at,") // the heartbeat
 		return Payout{Ref: "tr"}, nil
 	}
 	for range 2 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -128,7 +129,10 @@ func (t *sqlAttempt) open(ctx context.Context) error {
 	return nil
 }
 
-func (t *sqlAttempt) finish(_ context.Context, stmt string, args []any) (string, error) {
+func (t *sqlAttempt) finish(_ context.Context, prelude []string, stmt string, args []any) (string, error) {
+	if err := execPrelude(t.txCtx, t.tx, prelude); err != nil {
+		return "", err
+	}
 	if _, err := t.tx.ExecContext(t.txCtx, stmt, args...); err != nil {
 		return "", sqlErr(err)
 	}
@@ -195,7 +199,10 @@ func (t *sqlInTx) open(ctx context.Context) error {
 	return nil
 }
 
-func (t *sqlInTx) finish(ctx context.Context, stmt string, args []any) (string, error) {
+func (t *sqlInTx) finish(ctx context.Context, prelude []string, stmt string, args []any) (string, error) {
+	if err := execPrelude(ctx, t.tx, prelude); err != nil {
+		return "", err
+	}
 	if _, err := t.tx.ExecContext(ctx, stmt, args...); err != nil {
 		return "", sqlErr(err)
 	}
@@ -213,4 +220,16 @@ func (t *sqlInTx) abandon(ctx context.Context) error {
 	}
 	t.opened = false
 	return t.s.rollbackToSavepoint(ctx, t)
+}
+
+// execPrelude sends the prelude's statements on tx, as one string of
+// statements without parameters (one round trip).
+func execPrelude(ctx context.Context, tx *sql.Tx, prelude []string) error {
+	if len(prelude) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, strings.Join(prelude, "; ")); err != nil {
+		return sqlErr(err)
+	}
+	return nil
 }

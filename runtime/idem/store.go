@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -189,6 +190,9 @@ type Store struct {
 	records   sync.WaitGroup
 	// pause waits between sweep batches; tests replace it.
 	pause func(ctx context.Context, d time.Duration) error
+	// citus is what the store knows of the server: citusUnknown until a
+	// first atomic call or mismatch record asks (onCitus).
+	citus atomic.Int32
 }
 
 // NewStore returns a Store over pool (a *pgxpool.Pool, or a type wrapping
@@ -240,7 +244,7 @@ func newStore(opts []Option, check func(config) error) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted()), recent: &recentDurations{}, inline: &inlineSweepers{},
+	return &Store{cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted(), cfg.clock != nil), recent: &recentDurations{}, inline: &inlineSweepers{},
 		recording: make(chan struct{}, maxRecording), pause: sleepCtx}, nil
 }
 
@@ -286,6 +290,16 @@ func (s *Store) now() any {
 		return nil
 	}
 	return s.cfg.clock()
+}
+
+// at returns the arguments of a statement that needs the time (queries):
+// the store's clock's time before args (WithClock), or args alone, the
+// statement reading the database's now().
+func (s *Store) at(args ...any) []any {
+	if s.cfg.clock == nil {
+		return args
+	}
+	return append([]any{s.cfg.clock()}, args...)
 }
 
 // Method describes one idempotent method. Generated code declares one per

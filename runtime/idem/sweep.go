@@ -31,7 +31,7 @@ func (s *Store) Sweep(ctx context.Context, batch int) (int64, error) {
 		}, Event{}, "delete expired rows")
 	}
 	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
-		tag, err := s.pool.Exec(ctx, s.q.sweep, s.now(), batch)
+		tag, err := s.pool.Exec(ctx, s.q.sweep, s.at(batch)...)
 		if err != nil {
 			return 0, storeErr("sweep", "delete expired rows", err)
 		}
