@@ -16,8 +16,9 @@
 //     p99 before and during, table and index sizes, autovacuum settings;
 //     -sweep.cycles loads and sweeps again to show the space is reused,
 //     -sweep.autovacuum waits for autovacuum instead of running VACUUM.
-//   - hot: whether the response write is a HOT update, for each ledger
-//     fillfactor in -hot.fillfactors, with the table's size.
+//   - hot: the ledger's writes per claim (one insert, no update: the row is
+//     written once) for each ledger fillfactor in -hot.fillfactors, with the
+//     table's size.
 //   - floors: each ledger path against its floor, the least its protocol
 //     can cost: replay against lookup (one autocommit SELECT of the row),
 //     claimed against floor (the work, the whole row sent with COMMIT),
