@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
 )
 
 // PoolMaxConns is the MaxConns of the pool New returns: enough for a storm of
@@ -283,7 +284,7 @@ func (db *DB) close() error {
 		if err := db.srv.citus.DropDatabase(ctx, db.Name); err != nil {
 			errs = append(errs, fmt.Errorf("idemtest: drop database %s on the Citus cluster: %w", db.Name, err))
 		}
-	} else if _, err := db.srv.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
+	} else if err := pgserver.DropDatabase(ctx, db.srv.admin, db.Name); err != nil {
 		errs = append(errs, fmt.Errorf("idemtest: drop database %s: %w", db.Name, err))
 	}
 	return errors.Join(errs...)

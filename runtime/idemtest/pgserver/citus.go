@@ -204,16 +204,16 @@ func (c *Citus) CreateDatabase(ctx context.Context, db string) (err error) {
 
 // DropDatabase drops database db on every node that has it (WITH (FORCE):
 // its sessions, the coordinator's connections to the workers among them,
-// are ended), the coordinator first, then the workers at the same time.
+// are ended), the coordinator first, then the workers at the same time,
+// each as Server.DropDatabase does.
 func (c *Citus) DropDatabase(ctx context.Context, db string) error {
-	drop := "DROP DATABASE IF EXISTS " + pgx.Identifier{db}.Sanitize() + " WITH (FORCE)"
-	if err := c.Coordinator.Exec(ctx, drop); err != nil {
+	if err := c.Coordinator.DropDatabase(ctx, db); err != nil {
 		return err
 	}
 	errs := make([]error, len(c.Workers))
 	var wg sync.WaitGroup
 	for i, w := range c.Workers {
-		wg.Go(func() { errs[i] = w.Exec(ctx, drop) })
+		wg.Go(func() { errs[i] = w.DropDatabase(ctx, db) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
