@@ -91,6 +91,9 @@ var (
 	replayedOther = regexp.MustCompile(`same key, different request: got error <nil>, want idem\.ErrMismatch`)
 	// A claim hit the unique index and failed instead of replaying.
 	duplicateKey = regexp.MustCompile(`duplicate key value violates unique constraint "idempotency_keys_pkey"`)
+	// An expired key's retry was refused on every attempt: its record
+	// met the expired row, which no lookup answers from.
+	expiredRefused = regexp.MustCompile(`the same key after its retention \(key "expiring".*ledger row vanished between claim and read`)
 	// A retry ran while the crashed attempt held the key.
 	notInProgress = regexp.MustCompile(`retry while the crashed attempt holds the key: got error <nil>, want idem\.ErrInProgress`)
 	// A second scope's request was answered from the first scope's row.
@@ -157,11 +160,10 @@ func withoutInMigrations(old, new string) edit {
 		fmt.Sprintf("up, err := s.format.Up(strings.Replace(string(f.data), %q, %q, 1))", old, new)}
 }
 
-// The atomic record's conflict clause (queries.go): a key no row holds is
-// recorded, an expired row whose fence the lookup saw is taken over, and
-// any other row refuses the record. A mutation replacing it keeps $9 in
-// the statement (PostgreSQL must infer its type) with "    WHERE
-// $9::bigint >= 0`", which makes the record a plain INSERT.
+// The atomic record's conflict clause (queries.go), in its takeover form:
+// an expired row whose fence the lookup saw is taken over, and any other
+// row refuses the record. Its fresh form, for a key the lookup found no
+// row for, is the same INSERT without it (recordForms).
 const recordConflict = "\n    ON CONFLICT (scope, method, key) DO UPDATE\n" +
 	"    SET fingerprint = excluded.fingerprint, status = 'done', response = excluded.response,\n" +
 	"        error_name = excluded.error_name, error_message = excluded.error_message, steps = '{}',\n" +
@@ -176,6 +178,13 @@ const recordWhere = "        fence = excluded.fence / (%[5]s AND t.fence = $9)::
 
 // The end of the atomic record's conflict clause (queries.go).
 const recordEnd = "        locked_until = NULL, intention = excluded.intention`"
+
+// Which form of the record Atomic sends (atomic.go): the fresh one (a
+// plain INSERT) when its lookup found no row.
+const recordFresh = "\tfresh := seen == 0 && !inTx\n"
+
+// The fresh form of the record, made from the takeover form (queries.go).
+const recordFreshForm = "\treturn recordStmts{fresh: withoutParam(fresh, 9), takeover: takeover}\n"
 
 // The lookup after an atomic attempt lost (atomic.go): a twin's row
 // answers, whatever made the attempt lose.
@@ -463,8 +472,10 @@ func coreMutations() []mutation {
 			edits: []edit{
 				primaryKey,
 				withoutInMigrations(`CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope", "method", "key")`, `CONSTRAINT "idempotency_keys_pkey" CHECK (true)`),
-				// $9 stays in the statement (PostgreSQL must infer its type).
-				{"queries.go", recordConflict, "\n    WHERE $9::bigint >= 0`"},
+				// The takeover form's clause needs no unique index this
+				// way (it then lacks $9, which only an expired key's
+				// record sends; the fresh form is unchanged).
+				{"queries.go", recordConflict, "\n    ON CONFLICT DO NOTHING`"},
 				{"queries.go", externalConflict, "RETURNING fence, steps, intention, t.fence > 1 AS taken_over`"},
 			},
 			caught: map[string]*regexp.Regexp{
@@ -494,10 +505,11 @@ func coreMutations() []mutation {
 		},
 		{
 			name: "c1_claim_always_wins",
-			bug: "the record is an upsert that always wins: a key a twin recorded is recorded again, " +
+			bug: "the record is one upsert, for new keys too, that always wins: a key a twin recorded is recorded again, " +
 				"so the insert's conflict no longer decides whose work commits",
 			edits: []edit{
 				{"queries.go", recordWhere, "        fence = excluded.fence / ($9::bigint >= 0)::int,\n"},
+				{"atomic.go", recordFresh, "\tfresh := false\n"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twins": freshTwiceOrMore,
@@ -508,16 +520,14 @@ func coreMutations() []mutation {
 		},
 		{
 			name: "c2_plain_insert",
-			bug: "the record is a plain INSERT: an expired key is never taken over, and its retry fails on " +
-				"the unique index instead of running",
+			bug: "the record is always the plain INSERT: an expired key is never taken over, and every attempt " +
+				"of its retry is refused by the unique index instead of running",
 			edits: []edit{
-				{"queries.go", recordConflict, "\n    WHERE $9::bigint >= 0`"},
+				{"atomic.go", recordFresh, "\tfresh := !inTx\n"},
 			},
 			caught: map[string]*regexp.Regexp{
-				"TestIdempotentPaymentsCharge/expired_key": duplicateKey,
-				"TestIdempotentPaymentsRefund/expired_key": duplicateKey,
-				// Not twins: a twin's plain INSERT that hits the unique
-				// index loses as a refused record does, and replays.
+				"TestIdempotentPaymentsCharge/expired_key": expiredRefused,
+				"TestIdempotentPaymentsRefund/expired_key": expiredRefused,
 			},
 		},
 		{
@@ -569,8 +579,21 @@ func coreMutations() []mutation {
 				{"queries.go", recordEnd, "        locked_until = NULL, intention = excluded.intention\n    WHERE %[5]s AND t.fence = $9`"},
 			},
 			caught: map[string]*regexp.Regexp{
-				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body":                             twinNotReplayed,
+				"TestIdempotentPaymentsCharge/twin_took_the_expired_key_over_during_the_body":            twinNotReplayed,
+				"TestIdempotentPaymentsRefund/twin_took_the_expired_key_over_during_the_body":            twinNotReplayed,
 				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body_in_the_caller's_transaction": twinNotReplayed,
+			},
+		},
+		{
+			name: "y4_fresh_record_does_nothing_on_conflict",
+			bug: "the fresh record is made safe with ON CONFLICT DO NOTHING: a row a twin committed makes it write " +
+				"nothing and raise nothing, and the COMMIT sent with it commits the work",
+			edits: []edit{
+				{"queries.go", recordFreshForm, "\treturn recordStmts{fresh: withoutParam(fresh, 9) + \"\\n    ON CONFLICT DO NOTHING\", takeover: takeover}\n"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body": twinNotReplayed,
+				"TestIdempotentPaymentsRefund/twin_recorded_during_the_body": twinNotReplayed,
 			},
 		},
 		{

@@ -126,7 +126,7 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 	if err != nil {
 		return lost[R](ctx, s, m, c, t, err, false, confirm, refused)
 	}
-	prelude, stmt, args := s.record(citus, false, s.recordArgs(c, m.retention(s), seen, resp, errName, errMsg))
+	prelude, stmt, args := s.record(citus, false, c, m.retention(s), seen, resp, errName, errMsg)
 	err = commit(ctx, s, c, t, prelude, stmt, args, "store response and commit", errRecordRefused)
 	if err != nil {
 		if definite(err) {
@@ -137,26 +137,27 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 	return out, berr
 }
 
-// record returns atomic mode's record statement (recordInTx in the
-// caller's transaction), its prelude and its arguments (recordArgs's): on
-// Citus, recordCitus after the claim wait's SET LOCAL statements
-// (citusClaimWait), without the claim wait as $13.
-func (s *Store) record(citus, inTx bool, args []any) (prelude []string, stmt string, _ []any) {
+// record returns atomic mode's record statement for a lookup that saw
+// fence seen (0: no row), its prelude and its arguments: the key's row,
+// with fence seen+1, the outcome, and the claim wait. Atomic sends the
+// fresh form for no row (recordStmts), the takeover form, which also
+// takes seen, for an expired one; AtomicInTx the takeover form always
+// (recordInTx). On Citus, it is recordCitus, after the claim wait's SET
+// LOCAL statements (citusClaimWait) and without the claim wait.
+func (s *Store) record(citus, inTx bool, c call, retention time.Duration, seen int64, resp []byte, errName, errMsg *string) (prelude []string, stmt string, args []any) {
+	fresh := seen == 0 && !inTx
+	args = s.at(c.scope, c.method, c.key, c.fp, micros(retention), newIntention(), seen+1)
+	if !fresh {
+		args = append(args, seen)
+	}
+	args = append(args, resp, errName, errMsg)
 	switch {
 	case citus:
-		return s.citusClaimWait(), s.q.recordCitus, args[:len(args)-1]
+		return s.citusClaimWait(), s.q.recordCitus.form(fresh), args
 	case inTx:
-		return nil, s.q.recordInTx, args
+		return nil, s.q.recordInTx, append(args, s.claimWaitSetting())
 	}
-	return nil, s.q.record, args
-}
-
-// recordArgs are the record statement's arguments: the key's row, with
-// fence seen+1, taking over a row whose fence was seen (0: no row), the
-// outcome, and last the claim wait.
-func (s *Store) recordArgs(c call, retention time.Duration, seen int64, resp []byte, errName, errMsg *string) []any {
-	return s.at(c.scope, c.method, c.key, c.fp, micros(retention), newIntention(), seen+1, seen,
-		resp, errName, errMsg, s.claimWaitSetting())
+	return nil, s.q.record.form(fresh), append(args, s.claimWaitSetting())
 }
 
 // definite reports a record (or its COMMIT) that certainly did not
@@ -290,7 +291,7 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 			return zero, storeErr(c.method, "read lock_timeout", err)
 		}
 	}
-	prelude, stmt, args := s.record(citus, true, s.recordArgs(c, m.retention(s), seen, resp, errName, errMsg))
+	prelude, stmt, args := s.record(citus, true, c, m.retention(s), seen, resp, errName, errMsg)
 	_, err = t.finish(ctx, prelude, stmt, args)
 	ended = true
 	if err == nil && putBack != "" {
@@ -299,7 +300,7 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 		}
 	}
 	if err != nil {
-		if isDivisionByZero(err) {
+		if refusedRecord(err) {
 			err = errRecordRefused
 		} else {
 			err = storeErr(c.method, "store response", err)

@@ -16,9 +16,9 @@ import (
 // commit sends the prelude's statements, stmt and COMMIT on t, detached
 // from ctx: a caller going away must not cancel a COMMIT that waits for a
 // synchronous standby (see replication.go). They travel in one round trip
-// where t pipelines. stmt
-// divides by zero to refuse the commit (the COMMIT then rolls back):
-// refused is the error for that. what names the step in other errors.
+// where t pipelines. stmt refuses the commit by failing (refusedRecord:
+// the COMMIT then rolls back): refused is the error for that. what names
+// the step in other errors.
 func commit(ctx context.Context, s *Store, c call, t attemptTx, prelude []string, stmt string, args []any, what string, refused error) error {
 	cctx, cancel := t.commitContext(ctx, s)
 	defer cancel()
@@ -29,7 +29,7 @@ func commit(ctx context.Context, s *Store, c call, t attemptTx, prelude []string
 		// A *sql.Tx the body committed or rolled back itself.
 		return fmt.Errorf("idem: %s: %w", c.method, err)
 	}
-	if isDivisionByZero(err) {
+	if refusedRecord(err) {
 		// A definite failure, not an unknown outcome: the COMMIT rolled
 		// back.
 		return refused
@@ -80,6 +80,23 @@ func outcome[R any](m *Method[R], c call, out R, berr error) (resp []byte, errNa
 func isDivisionByZero(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "22012"
+}
+
+// refusedRecord reports the record statement's refusal, as finish
+// returns it: the takeover form's division by zero, or the fresh form's
+// unique violation (errKeyTaken).
+func refusedRecord(err error) bool {
+	return isDivisionByZero(err) || errors.Is(err, errKeyTaken)
+}
+
+// stmtErr is finish's error for its statement (the record, or inline
+// mode's check): a unique violation is marked errKeyTaken.
+func stmtErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("%w: %w", errKeyTaken, err)
+	}
+	return err
 }
 
 // rollback ends the connection's transaction even if ctx is done, bounded by

@@ -70,7 +70,9 @@
 // database/sql (sqldriver.go). Atomic mode (atomic.go: atomicRun, and
 // atomicInTxRun under a savepoint) looks the key up with the read
 // statement, runs the body between its hooks (runBody), and writes the
-// key's row once with the record statement sent with COMMIT; an attempt
+// key's row once with the record statement sent with COMMIT (a plain
+// INSERT for a key without a row, an upsert that takes an expired row
+// over: recordStmts); an attempt
 // that lost (the record refused, or the body failed) rolls back and looks
 // the key up again (lost). What the claims share (the claim wait, the
 // read) is in claim.go; external mode's claim is claimExternal, inline

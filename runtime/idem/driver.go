@@ -55,8 +55,8 @@ type ledgerTx interface {
 	// body's transaction (COMMIT, or RELEASE SAVEPOINT), after its
 	// opening if the body sent nothing, in one round trip where the
 	// driver pipelines, and returns the end's command tag. stmt's failure
-	// is returned as is (isDivisionByZero tells the record statement's
-	// refusal).
+	// is returned through stmtErr (refusedRecord tells the record
+	// statement's refusal).
 	finish(ctx context.Context, prelude []string, stmt string, args []any) (endTag string, err error)
 	// abandon rolls the body's transaction back, if it was opened, so
 	// that a lookup can follow: the connection, or the caller's

@@ -155,6 +155,13 @@ var errRowVanished = errors.New("idem: ledger row vanished between claim and rea
 // COMMIT rolled the body's work back; the lookup that follows answers.
 var errRecordRefused = errors.New("idem: the key was recorded by another request after the lookup")
 
+// errKeyTaken marks the unique violation (23505) of the statement that
+// stores a call's outcome, as finish returns it: the fresh record's plain
+// INSERT met a row a twin committed since the lookup (recordStmts). A
+// unique violation the COMMIT raises (a deferred constraint of the body's
+// tables) is not marked.
+var errKeyTaken = errors.New("idem: the key's row was committed by a twin after the lookup")
+
 // errCommitUnknown marks a COMMIT whose outcome is unknown (the connection
 // failed while it was in flight). The next attempt reads the ledger row and so
 // settles it: the row is there (replay) or it is not (run again).

@@ -199,8 +199,9 @@ func finishBatch(ctx context.Context, conn batcher, pending []pendingStmt, stmt 
 	}
 	if err == nil {
 		_, err = br.Exec()
+		err = stmtErr(err)
 	}
-	if isDivisionByZero(err) {
+	if refusedRecord(err) {
 		_ = br.Close()
 		return "", err
 	}

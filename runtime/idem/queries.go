@@ -22,10 +22,31 @@ import (
 // none holds a subquery on another shard, so on a ledger distributed by
 // scope (docs/ha.md) each routes to the key's shard.
 type queries struct {
-	read, record, recordInTx, claimExternal, finishExternal, release, extend, step, stepLegacy, sweep, mismatch string
-	// recordCitus is atomic mode's record on Citus (Atomic and AtomicInTx
-	// alike); mismatchCitus is the mismatch record there (citusSetup).
-	recordCitus, mismatchCitus string
+	read, recordInTx, claimExternal, finishExternal, release, extend, step, stepLegacy, sweep, mismatch string
+	// record is Atomic's record statement; recordCitus is atomic mode's
+	// record on Citus (Atomic, and AtomicInTx as its takeover form).
+	record, recordCitus recordStmts
+	// mismatchCitus is the mismatch record on Citus (citusSetup).
+	mismatchCitus string
+}
+
+// recordStmts are the two forms of Atomic's record statement. fresh, when
+// the lookup found no row, is a plain INSERT: a row a twin committed since
+// makes it fail on the ledger's unique index (23505, errKeyTaken), and
+// plain, it costs the server less than an ON CONFLICT insert (the
+// arbiter's probe and the speculative insertion, docs/performance.md).
+// takeover, when the lookup found an expired row, is the INSERT … ON
+// CONFLICT DO UPDATE that takes that row over. fresh has takeover's
+// parameters but the fence the lookup saw ($9, always 0 there), so the
+// ones after it are one lower (Store.record leaves it out).
+type recordStmts struct{ fresh, takeover string }
+
+// form returns the fresh form or the takeover form.
+func (r recordStmts) form(fresh bool) string {
+	if fresh {
+		return r.fresh
+	}
+	return r.takeover
 }
 
 func newQueries(table string, clock bool) queries {
@@ -54,22 +75,22 @@ func newQueries(table string, clock bool) queries {
 		read: fmt.Sprintf(`SELECT %[2]s
 FROM %[1]s AS r WHERE r.scope = $2 AND r.method = $3 AND r.key = $4`, table, rowColumns),
 
-		// record (atomic mode): writes the key's row, once, with the
-		// outcome, in the body's transaction; COMMIT follows in the same
-		// round trip. The lookup before the body found no row ($9 = 0:
-		// fences start at 1) or an expired one whose fence was $9: the
-		// insert makes the row, or takes the expired one over as a new
-		// intention with fence $8 (= $9 + 1). Any other row, committed by a
-		// twin since the lookup, refuses the record (recordConflict): a
-		// division by zero aborts the transaction, and the pipelined COMMIT
-		// rolls the body's work back.
+		// record (Atomic): writes the key's row, once, with the outcome,
+		// in the body's transaction; COMMIT follows in the same round
+		// trip. The lookup before the body found no row (fresh: a plain
+		// INSERT) or an expired one whose fence was $9 (takeover: the
+		// insert takes it over as a new intention with fence $8 = $9 + 1).
+		// Any other row, committed by a twin since the lookup, refuses the
+		// record: the fresh form fails on the ledger's unique index, the
+		// takeover form divides by zero (recordConflict). Either aborts the
+		// transaction, and the pipelined COMMIT rolls the body's work back.
 		//
 		// A twin's row not yet committed makes the insert wait for the twin
 		// to end. That wait is bounded by the store's claim wait ($13): a
 		// transaction-local lock_timeout set just before the row to insert
 		// is made (OFFSET 0 keeps that step in its place). Nothing runs
 		// after it in the attempt's transaction, so it is not put back.
-		record: fmt.Sprintf(recordInsert, table, now, "SELECT ", "\n    FROM (SELECT set_config('lock_timeout', $13, true) OFFSET 0) AS claim_wait", reclaimable),
+		record: recordForms(table, now, "SELECT ", "\n    FROM (SELECT set_config('lock_timeout', $13, true) OFFSET 0) AS claim_wait", reclaimable),
 
 		// recordInTx (AtomicInTx): record under a savepoint in the caller's
 		// transaction, RELEASE following in the same round trip. The
@@ -77,7 +98,11 @@ FROM %[1]s AS r WHERE r.scope = $2 AND r.method = $3 AND r.key = $4`, table, row
 		// (saved is read first, by the set_config that changes it) and put
 		// back once the insert is over (the outer query reads the insert's
 		// row first), so the caller's transaction goes on with its own
-		// setting.
+		// setting. It has the takeover form only: under a REPEATABLE READ
+		// caller's snapshot, a twin's row the snapshot cannot see makes
+		// the upsert fail with a serialization failure (40001), which the
+		// caller retries its transaction on, where a plain INSERT would
+		// fail with a unique violation.
 		recordInTx: fmt.Sprintf(`WITH saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
 recorded AS (
     %[1]s
@@ -91,7 +116,7 @@ FROM recorded`, fmt.Sprintf(recordInsert, table, now, "SELECT ", "\n    FROM (SE
 		// statement: a lock_timeout set on the coordinator does not bound a
 		// wait on the worker. It goes before, as SET LOCAL statements Citus
 		// propagates to the worker (citusClaimWait); $13 is unused.
-		recordCitus: fmt.Sprintf(recordInsert, table, now, "VALUES (", ")", reclaimable),
+		recordCitus: recordForms(table, now, "VALUES (", ")", reclaimable),
 
 		// claimExternal: commits an in-progress row with a lock. It starts a
 		// new intention ($8) on a row whose retention ended, unless an
@@ -164,8 +189,8 @@ WHERE %[2]s AND fence = $4 AND intention IS NOT DISTINCT FROM $7::uuid AND statu
 	if clock {
 		return q
 	}
-	for _, p := range []*string{&q.read, &q.record, &q.recordInTx, &q.recordCitus, &q.claimExternal,
-		&q.release, &q.extend, &q.sweep, &q.mismatch, &q.mismatchCitus} {
+	for _, p := range []*string{&q.read, &q.record.fresh, &q.record.takeover, &q.recordInTx, &q.recordCitus.fresh,
+		&q.recordCitus.takeover, &q.claimExternal, &q.release, &q.extend, &q.sweep, &q.mismatch, &q.mismatchCitus} {
 		*p = atDatabaseClock(*p)
 	}
 	return q
@@ -185,6 +210,25 @@ func atDatabaseClock(stmt string) string {
 	})
 }
 
+// recordForms are the two forms (recordStmts) of a record statement with
+// recordInsert's arguments.
+func recordForms(table, now, before, after, reclaimable string) recordStmts {
+	takeover := fmt.Sprintf(recordInsert, table, now, before, after, reclaimable)
+	fresh, _, _ := strings.Cut(takeover, "\n    ON CONFLICT")
+	return recordStmts{fresh: withoutParam(fresh, 9), takeover: takeover}
+}
+
+// withoutParam renumbers the parameters of stmt, which does not use $n,
+// after n one lower.
+func withoutParam(stmt string, n int) string {
+	return param.ReplaceAllStringFunc(stmt, func(p string) string {
+		if k, _ := strconv.Atoi(p[1:]); k > n {
+			return "$" + strconv.Itoa(k-1)
+		}
+		return p
+	})
+}
+
 // recordInsert is the insert of atomic mode's record statements (record,
 // recordInTx, recordCitus), over table (%[1]s), the time (%[2]s), the
 // row's source around its values (%[3]s before, %[4]s after: a SELECT
@@ -192,7 +236,8 @@ func atDatabaseClock(stmt string) string {
 // start a new intention (%[5]s). The conflict clause holds nothing but
 // the row's columns and the proposed row's (excluded), so Citus routes it:
 // a row that may not be taken over (any but an expired one with the fence
-// the lookup saw) divides the fence by zero (recordConflict).
+// the lookup saw) divides the fence by zero (recordConflict). Without the
+// conflict clause, it is the fresh form (recordForms).
 const recordInsert = `INSERT INTO %[1]s AS t (scope, method, key, fingerprint, status, response, error_name, error_message, fence, created_at, expires_at, intention)
     %[3]s$2, $3, $4, $5, 'done', $10, $11, $12, $8, %[2]s, %[2]s + $6::bigint * interval '1 microsecond', $7%[4]s
     ON CONFLICT (scope, method, key) DO UPDATE

@@ -15,8 +15,28 @@ import (
 // scopePredicate matches an equality on the scope column (the ledger's
 // scope, or an inline table's idempotency_scope) with a parameter, or an
 // INSERT whose conflict target starts with scope (the row written carries
-// its scope, and the conflict is on that row).
-var scopePredicate = regexp.MustCompile(`(?:^|[^a-z_"])"?(?:idempotency_)?scope"? = \$\d+|ON CONFLICT \(scope,`)
+// its scope, and the conflict is on that row), or an INSERT of the ledger's
+// row, scope first (the fresh record: one row, its scope a parameter).
+var scopePredicate = regexp.MustCompile(`(?:^|[^a-z_"])"?(?:idempotency_)?scope"? = \$\d+|ON CONFLICT \(scope,|^INSERT INTO \S+ AS t \(scope, `)
+
+// statements are the SQL fields of a set of statements (queries,
+// inlineQueries) by name, a recordStmts field's two forms as name.fresh and
+// name.takeover. Fields of other types (inlineQueries's schema) are left
+// out.
+func statements(set any) map[string]string {
+	out := map[string]string{}
+	v := reflect.ValueOf(set)
+	for i := range v.NumField() {
+		name, f := v.Type().Field(i).Name, v.Field(i)
+		switch {
+		case f.Kind() == reflect.String:
+			out[name] = f.String()
+		case f.Type() == reflect.TypeFor[recordStmts]():
+			out[name+".fresh"], out[name+".takeover"] = f.Field(0).String(), f.Field(1).String()
+		}
+	}
+	return out
+}
 
 // Every statement the runtime keeps for a ledger, and for an inline table,
 // filters by scope, except the sweeps: on a database sharded by scope (Citus
@@ -26,19 +46,13 @@ var scopePredicate = regexp.MustCompile(`(?:^|[^a-z_"])"?(?:idempotency_)?scope"
 // TestEveryLedgerStatementFiltersByScope).
 func TestStatementsFilterByScope(t *testing.T) {
 	check := func(set any) {
-		v := reflect.ValueOf(set)
-		for i := range v.NumField() {
-			f := v.Type().Field(i)
-			if f.Type.Kind() != reflect.String {
+		for name, sql := range statements(set) {
+			require.NotEmpty(t, sql, name)
+			if name == "sweep" {
+				assert.False(t, scopePredicate.MatchString(sql), "the sweep runs on every shard: %s", name)
 				continue
 			}
-			sql := v.Field(i).String()
-			require.NotEmpty(t, sql, f.Name)
-			if f.Name == "sweep" {
-				assert.False(t, scopePredicate.MatchString(sql), "the sweep runs on every shard: %s", f.Name)
-				continue
-			}
-			assert.True(t, scopePredicate.MatchString(sql), "%s.%s has no scope predicate:\n%s", v.Type().Name(), f.Name, sql)
+			assert.True(t, scopePredicate.MatchString(sql), "%T.%s has no scope predicate:\n%s", set, name, sql)
 		}
 	}
 	check(newQueries(`"idempotency_keys"`, true))
@@ -53,9 +67,7 @@ func TestStatementsFilterByScope(t *testing.T) {
 // the database's now() with parameters from $1, or the store's as $1.
 func TestStatementsReadOneClock(t *testing.T) {
 	for _, clock := range []bool{true, false} {
-		v := reflect.ValueOf(newQueries(`"idempotency_keys"`, clock))
-		for i := range v.NumField() {
-			name, sql := v.Type().Field(i).Name, v.Field(i).String()
+		for name, sql := range statements(newQueries(`"idempotency_keys"`, clock)) {
 			assert.NotRegexp(t, `coalesce\(\$`, sql, "%s chooses between clocks", name)
 			usesParam := regexp.MustCompile(`\$1\b`).MatchString(sql)
 			switch {

@@ -50,9 +50,10 @@ func (s *sentStatements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.T
 func (s *sentStatements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // scoped matches a scope predicate: an equality on the ledger's scope or
-// an inline table's idempotency_scope with a parameter, or an INSERT whose
-// conflict target starts with scope.
-var scoped = regexp.MustCompile(`(?:^|[^a-z_"])"?(?:idempotency_)?scope"? = \$\d+|ON CONFLICT \(scope,`)
+// an inline table's idempotency_scope with a parameter, an INSERT whose
+// conflict target starts with scope, or an INSERT of the ledger's row,
+// scope first (the fresh record).
+var scoped = regexp.MustCompile(`(?:^|[^a-z_"])"?(?:idempotency_)?scope"? = \$\d+|ON CONFLICT \(scope,|^INSERT INTO \S+ AS t \(scope, `)
 
 // TestEveryLedgerStatementFiltersByScope runs every path of the three
 // modes (claim, replay, mismatch, takeover, caller's transaction, steps,

@@ -134,7 +134,7 @@ func (t *sqlAttempt) finish(_ context.Context, prelude []string, stmt string, ar
 		return "", err
 	}
 	if _, err := t.tx.ExecContext(t.txCtx, stmt, args...); err != nil {
-		return "", sqlErr(err)
+		return "", stmtErr(sqlErr(err))
 	}
 	err := t.tx.Commit()
 	if errors.Is(err, pgx.ErrTxCommitRollback) {
@@ -204,7 +204,7 @@ func (t *sqlInTx) finish(ctx context.Context, prelude []string, stmt string, arg
 		return "", err
 	}
 	if _, err := t.tx.ExecContext(ctx, stmt, args...); err != nil {
-		return "", sqlErr(err)
+		return "", stmtErr(sqlErr(err))
 	}
 	end := "RELEASE SAVEPOINT " + savepoint
 	if _, err := t.tx.ExecContext(ctx, end); err != nil {

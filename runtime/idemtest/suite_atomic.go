@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -79,28 +80,47 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 	l.finalErrors(t)
 	t.Run("in the caller's transaction", s.inTx(l, rt))
 	t.Run("failing body in the caller's transaction", s.failingInTx(l, rt))
-	t.Run("twin recorded during the body", s.twinDuringBody(l, rt, false, false))
-	t.Run("body error after a twin recorded", s.twinDuringBody(l, rt, false, true))
-	t.Run("twin recorded during the body in the caller's transaction", s.twinDuringBody(l, rt, true, false))
+	t.Run("twin recorded during the body", s.twinDuringBody(l, rt, twinCase{}))
+	t.Run("body error after a twin recorded", s.twinDuringBody(l, rt, twinCase{fail: true}))
+	t.Run("twin recorded during the body in the caller's transaction", s.twinDuringBody(l, rt, twinCase{inTx: true}))
+	t.Run("twin took the expired key over during the body", s.twinDuringBody(l, rt, twinCase{expired: true}))
+}
+
+// twinCase is a variant of twinDuringBody.
+type twinCase struct {
+	// inTx runs the call in a caller's transaction (MInTx), which stays
+	// usable.
+	inTx bool
+	// fail makes the body return an error after the twin, as a body that
+	// the twin's committed work makes fail would.
+	fail bool
+	// expired makes the key's row exist and expire first: the call's
+	// lookup and the twin's find it expired, and the twin takes it over
+	// (the record's takeover form, not the fresh one).
+	expired bool
 }
 
 // twinDuringBody: a twin runs to its end (on another connection) while the
-// body runs, after the call's lookup found the key free; then the body does
-// the work (or, with fail, returns an error, as a body that the twin's
-// committed work makes fail would). The call's record loses to the twin's
-// row: its work rolls back, and it answers with the twin's response, as a
-// replay, never with its own answer or error. inTx runs the call in a
-// caller's transaction (MInTx), which stays usable.
-func (s AtomicTx[S, W, A, R, T]) twinDuringBody(l ledgerSuite[S, W, A, R], rt callerTx[T], inTx, fail bool) func(*testing.T) {
+// body runs, after the call's lookup found the key free (or expired); then
+// the body does the work (or fails, twinCase). The call's record loses to
+// the twin's row: its work rolls back, and it answers with the twin's
+// response, as a replay, never with its own answer or error.
+func (s AtomicTx[S, W, A, R, T]) twinDuringBody(l ledgerSuite[S, W, A, R], rt callerTx[T], c twinCase) func(*testing.T) {
 	return func(t *testing.T) {
 		e, svc, w := l.setup(t)
 		a := s.Sample(t)
 		ctx := keyCtx(t, "twin-during-body", "")
+		effects := 1
+		if c.expired {
+			l.once(t, w, ctx, a, "the first request, before the key expires")
+			e.clock.Advance(retentionOf(l.method.Retention) + time.Microsecond)
+			effects++
+		}
 		var twin R
 		var twinErr error
 		body := func(bctx context.Context, tx T) (R, error) {
 			twin, twinErr = s.Call(w, ctx, a)
-			if fail {
+			if c.fail {
 				var zero R
 				return zero, errInjected
 			}
@@ -109,7 +129,7 @@ func (s AtomicTx[S, W, A, R, T]) twinDuringBody(l ledgerSuite[S, W, A, R], rt ca
 		octx, o := idem.ContextWithOutcome(ctx)
 		var got R
 		var err error
-		if inTx {
+		if c.inTx {
 			tx, berr := rt.begin(ctx, e.db)
 			must(t, "begin", berr)
 			defer func() { _ = rt.rollback(ctx, tx) }() // after Commit, a no-op
@@ -130,7 +150,7 @@ func (s AtomicTx[S, W, A, R, T]) twinDuringBody(l ledgerSuite[S, W, A, R], rt ca
 		}
 		same(t, []result[R]{{resp: twin}, {resp: got}}, l.equal)
 		e.wantRows(t, 1)
-		e.wantEffects(t, 1)
+		e.wantEffects(t, effects)
 	}
 }
 
