@@ -57,7 +57,7 @@ citus_example_run='.'
 citus_example_skip='^$'
 
 # The directories holding Citus tests.
-citus_dirs=(runtime/idemtest/pgserver runtime/idemtest runtime/idem internal/faults example)
+citus_dirs=(runtime/idemtest/pgserver runtime/idemtest runtime/idem internal/faults internal/mutation example)
 citus=0 example=0
 for p in "${patterns[@]}"; do
 	for d in "${citus_dirs[@]}"; do selects "$p" "$d" && citus=1; done

@@ -28,6 +28,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idemtest"
 )
 
 // envChild marks the go test processes this package starts. They run only
@@ -65,6 +67,11 @@ type mutation struct {
 	// requests happening to overlap (the twins meet deterministically,
 	// idemtest.Meeting).
 	caught map[string]*regexp.Regexp
+	// cluster runs the mutant's generated tests on a Citus cluster
+	// (IDEMGEN_TEST_CITUS=2): the bug breaks a path only Citus takes. The
+	// control runs them on one server; the README's test command runs them
+	// unmutated on a cluster too (./example on a Citus cluster).
+	cluster bool
 }
 
 // Failure messages of the generated tests (example/idem_gen_test.go).
@@ -182,6 +189,9 @@ const recordEnd = "        locked_until = NULL, intention = excluded.intention`"
 // Which form of the record Atomic sends (atomic.go): the fresh one (a
 // plain INSERT) when its lookup found no row.
 const recordFresh = "\tfresh := seen == 0 && !inTx\n"
+
+// The record's two forms on Citus (queries.go).
+const recordCitusForms = "\t\trecordCitus: recordForms(table, now, \"VALUES (\", \")\", reclaimable),\n"
 
 // The fresh form of the record, made from the takeover form (queries.go).
 const recordFreshForm = "\treturn recordStmts{fresh: withoutParam(fresh, 9), takeover: takeover}\n"
@@ -597,6 +607,25 @@ func coreMutations() []mutation {
 			},
 		},
 		{
+			// y4 on Citus alone: the generated tests, run on a cluster,
+			// take the Citus record (on one server this changes nothing).
+			name: "z_citus_record_does_nothing_on_conflict",
+			bug: "on Citus, the fresh record is made safe with ON CONFLICT DO NOTHING: a row a twin committed makes it " +
+				"write nothing and raise nothing, and the COMMIT sent with it commits the work",
+			edits: []edit{
+				{"queries.go", recordCitusForms, "\t\trecordCitus: func() recordStmts {\n" +
+					"\t\t\tr := recordForms(table, now, \"VALUES (\", \")\", reclaimable)\n" +
+					"\t\t\tr.fresh += \"\\n    ON CONFLICT DO NOTHING\"\n" +
+					"\t\t\treturn r\n" +
+					"\t\t}(),\n"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body": twinNotReplayed,
+				"TestIdempotentPaymentsRefund/twin_recorded_during_the_body": twinNotReplayed,
+			},
+			cluster: true,
+		},
+		{
 			name: "y3_body_error_without_lookup",
 			bug: "a body error is returned as is: a twin whose work made the body fail (a unique business key, " +
 				"a balance) gets the error instead of the first call's answer",
@@ -688,7 +717,7 @@ func newSlots() slots {
 // child builds without -race and without vet: it only has to tell passing
 // from failing tests. A build failure is a failed run whose build output
 // says why; only a go command that cannot be run at all is an error.
-func runGenerated(ctx context.Context, s slots, root, dir, overlay, run string) (result, error) {
+func runGenerated(ctx context.Context, s slots, root, dir, overlay, run string, cluster bool) (result, error) {
 	start := time.Now()
 	r := result{output: map[string]string{}}
 	bin := filepath.Join(dir, "example.test")
@@ -717,6 +746,9 @@ func runGenerated(ctx context.Context, s slots, root, dir, overlay, run string) 
 	defer cancel()
 	args = []string{"tool", "test2json", bin, "-test.v=test2json", "-test.paniconexit0", "-test.timeout=2m", "-test.count=1", "-test.run=" + run}
 	cmd := goCommand(ctx, filepath.Join(root, target), args...)
+	if cluster {
+		cmd.Env = append(cmd.Env, idemtest.EnvCitus+"=2")
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
@@ -793,7 +825,7 @@ func startRun(ctx context.Context, t *testing.T, wg *sync.WaitGroup, s slots, ro
 	go func() {
 		defer wg.Done()
 		defer close(p.done)
-		p.r, p.err = runGenerated(ctx, s, root, dir, overlay, pattern)
+		p.r, p.err = runGenerated(ctx, s, root, dir, overlay, pattern, m.cluster)
 	}()
 	return p
 }
