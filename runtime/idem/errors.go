@@ -150,9 +150,10 @@ func shortHex(b []byte) string {
 // (the holder rolled back or the row was swept in between): try again.
 var errRowVanished = errors.New("idem: ledger row vanished between claim and read")
 
-// errRecordRefused marks an atomic attempt's record statement that matched
-// no row: a twin committed the key (or took it over) after the lookup. The
-// COMMIT rolled the body's work back; the lookup that follows answers.
+// errRecordRefused marks an atomic attempt's record statement that was
+// refused (refusedRecord): a twin committed the key (or took it over) after
+// the lookup. The COMMIT rolled the body's work back; the lookup that
+// follows answers.
 var errRecordRefused = errors.New("idem: the key was recorded by another request after the lookup")
 
 // errKeyTaken marks the unique violation (23505) of the statement that
