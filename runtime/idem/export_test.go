@@ -1,5 +1,26 @@
 package idem
 
+import (
+	"slices"
+	"time"
+)
+
 // WaitMismatchRecords waits for the mismatches s records after the answer
 // (AtomicInTx) to be written.
 func WaitMismatchRecords(s *Store) { s.records.Wait() }
+
+// RecordForNewKey is the record statement Atomic sends on s for a key its
+// lookup found no row for, with its arguments (Store.record): the fresh
+// form, a plain INSERT; or, with upsert, the takeover form (INSERT … ON
+// CONFLICT DO UPDATE) with the same row, which the runtime sends for an
+// expired key only. BenchmarkRecordForms weighs the two.
+func RecordForNewKey(s *Store, method, key string, fingerprint, resp []byte, upsert bool) (string, []any) {
+	c := call{method: method, key: key, fp: fingerprint}
+	_, stmt, args := s.record(false, false, c, time.Hour, 0, resp, nil, nil)
+	if !upsert {
+		return stmt, args
+	}
+	// The takeover form also takes the fence the lookup saw (0: no row),
+	// before the outcome's three arguments and the claim wait.
+	return s.q.record.takeover, slices.Insert(args, len(args)-4, any(int64(0)))
+}
