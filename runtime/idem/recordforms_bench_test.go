@@ -21,15 +21,15 @@ import (
 // pg_stat_statements) and the WAL a call writes (WAL-B/op):
 //
 //   - op=floor: the floor's INSERT of the ledger row (prepareClaimFloor's);
-//
 //   - op=fresh: the record's fresh form, a plain INSERT, which Atomic sends
 //     when its lookup found no row;
-//
 //   - op=upsert: the record's takeover form, INSERT … ON CONFLICT DO
 //     UPDATE, on the same new key: what every new key cost before the fresh
 //     form (the runtime sends it for an expired key only).
 //
-//     go test -run '^$' -bench RecordForms -count 5 ./runtime/idem | tee forms.txt && benchstat -col /op forms.txt
+// Run it with:
+//
+//	go test -run '^$' -bench RecordForms -benchtime 3000x -count 5 ./runtime/idem | tee forms.txt && benchstat -col /op forms.txt
 func BenchmarkRecordForms(b *testing.B) {
 	srv, err := idemtest.Start(b.Context(), idemtest.WithSettings("shared_preload_libraries=pg_stat_statements"))
 	require.NoError(b, err)
