@@ -484,3 +484,38 @@ func TestInTxClaimAfterASweepItsSnapshotMissed(t *testing.T) {
 	assert.Equal(t, int64(2), replayed.Amount)
 	assert.Equal(t, 2, e.count(t, "payments"), "the first request's and the second's")
 }
+
+// TestInTxTwinOutsideTheSnapshot: a caller's REPEATABLE READ snapshot was
+// taken before a twin recorded the key. The lookup in the caller's
+// transaction sees no row, and the record (AtomicInTx sends the takeover
+// form only) meets the twin's row, which the snapshot cannot see:
+// PostgreSQL raises a serialization failure, returned to the caller, which
+// is what callers retry their transaction on. The retry replays.
+func TestInTxTwinOutsideTheSnapshot(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rr := pgx.TxOptions{IsoLevel: pgx.RepeatableRead}
+	tx, err := e.db.Pool.BeginTx(ctx, rr)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&n), "take the snapshot")
+	_, err = idem.Atomic(keyed("unseen"), e.store, e.m, fp("1"), charge(1))
+	require.NoError(t, err, "the twin, on another connection")
+
+	_, err = idem.AtomicInTx(keyed("unseen"), e.store, tx, e.m, fp("1"), charge(1))
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	assert.Equal(t, "40001", pgErr.Code, "a serialization failure, not a unique violation")
+	require.NoError(t, tx.Rollback(ctx))
+
+	retry, err := e.db.Pool.BeginTx(ctx, rr)
+	require.NoError(t, err)
+	defer func() { _ = retry.Rollback(ctx) }()
+	octx, o := idem.ContextWithOutcome(keyed("unseen"))
+	_, err = idem.AtomicInTx(octx, e.store, retry, e.m, fp("1"), charge(1))
+	require.NoError(t, err)
+	assert.True(t, o.Replayed(), "the caller's retry replays the twin's answer")
+	require.NoError(t, retry.Commit(ctx))
+	assert.Equal(t, 1, e.count(t, "payments"), "the twin's")
+}
