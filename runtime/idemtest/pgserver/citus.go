@@ -196,7 +196,11 @@ func (c *Citus) CreateDatabase(ctx context.Context, db string) (err error) {
 			_ = c.DropDatabase(context.WithoutCancel(ctx), db)
 		}
 	}()
-	if err := c.onEvery(func(s *Server) error { return s.Exec(ctx, create) }); err != nil {
+	// CREATE DATABASE fails with 55006 while a session is in the
+	// template; on a Citus node that can be a maintenance daemon, which
+	// Citus starts for any database a session used it in (the template's
+	// CREATE EXTENSION did). It is tried again, as DropDatabase is.
+	if err := c.onEvery(func(s *Server) error { return whileInUse(ctx, func() error { return s.Exec(ctx, create) }) }); err != nil {
 		return err
 	}
 	return c.register(ctx, db)

@@ -34,14 +34,30 @@ const dropRetryPause = 250 * time.Millisecond
 // error lists the sessions still there, for the report.
 func DropDatabase(ctx context.Context, q Querier, db string) error {
 	drop := "DROP DATABASE IF EXISTS " + pgx.Identifier{db}.Sanitize() + " WITH (FORCE)"
-	for {
+	err := whileInUse(ctx, func() error {
 		_, err := q.Exec(ctx, drop)
+		return err
+	})
+	if inUse(err) {
+		return fmt.Errorf("%w (sessions left: %s)", err, sessions(context.WithoutCancel(ctx), q, db))
+	}
+	return err
+}
+
+// whileInUse runs fn until it returns anything but SQLSTATE 55006
+// (object_in_use) or ctx ends, pausing dropRetryPause between tries, and
+// returns fn's last error. CREATE DATABASE and DROP DATABASE wait five
+// seconds for the sessions of the database they copy or drop, and then
+// fail with it.
+func whileInUse(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
 		if err == nil || !inUse(err) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (sessions left: %s)", err, sessions(context.WithoutCancel(ctx), q, db))
+			return err
 		case <-time.After(dropRetryPause):
 		}
 	}
