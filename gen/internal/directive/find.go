@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idemgen/idemgen/gen/internal/diag"
+	"github.com/idemgen/idemgen/internal/gocommand"
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
@@ -36,12 +37,12 @@ func Find(fset *token.FileSet, files []*ast.File, e *diag.Errs) []Found {
 					continue
 				}
 				pos := fset.Position(c.Slash)
-				words, err := SplitCommand(line)
+				words, err := gocommand.Split(line)
 				if err != nil {
 					e.Add(pos, "cannot read the //go:generate line: %v", err)
 					continue
 				}
-				args, ok := IdemgenArgs(words)
+				args, ok := gocommand.IdemgenArgs(words)
 				if !ok {
 					continue
 				}
@@ -128,8 +129,8 @@ func InFile(path string) bool {
 		if !ok {
 			continue
 		}
-		if words, err := SplitCommand(line); err == nil {
-			if _, ok := IdemgenArgs(words); ok {
+		if words, err := gocommand.Split(line); err == nil {
+			if _, ok := gocommand.IdemgenArgs(words); ok {
 				return true
 			}
 		}
