@@ -25,8 +25,8 @@ const module = "github.com/idemgen/idemgen/"
 // is decided.
 //
 // The lists are of dependencies, direct or not; the module's data and
-// leaf packages (templates, runtime/idem/ledger and its migformat, internal/overlay) may be
-// reached by any.
+// leaf packages (templates, runtime/idem/ledger and its migformat,
+// internal/overlay, internal/gocommand) may be reached by any.
 var layers = map[string][]string{
 	"gen/ir":                 {},
 	"gen/stamp":              {},
@@ -41,7 +41,7 @@ var layers = map[string][]string{
 }
 
 // leaves may be reached from any layer.
-var leaves = []string{"templates", "runtime/idem/ledger", "runtime/idem/ledger/migformat", "internal/overlay"}
+var leaves = []string{"templates", "runtime/idem/ledger", "runtime/idem/ledger/migformat", "internal/overlay", "internal/gocommand"}
 
 // forbidden are the dependencies a layer must not reach, even indirectly:
 // the model is plain data, and the emitters print it without type-checking
