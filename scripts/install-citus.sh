@@ -20,8 +20,11 @@
 # is the cheapest that CREATE EXTENSION citus needs: no LLVM bitcode (the
 # servers the tests start never JIT-inline Citus), -O1 without debug
 # information, no libcurl (that would only serve Citus's anonymous statistics
-# collection, which a test server must not run), no lz4 or zstd (columnar
-# compression, which no test uses). docs/operations.md ("On a Citus cluster") has the timings.
+# collection, which a test server must not run), no lz4 (columnar
+# compression, which no test uses). zstd cannot be left out: Debian's server
+# headers define HAVE_LIBZSTD (pg_config.h), which Citus's columnar code
+# reads, so its headers (libzstd-dev) are a build dep and Citus links it.
+# docs/operations.md ("On a Citus cluster") has the timings.
 #
 # Concurrent runs (two test runs on one machine) take a lock: one builds, the
 # other then finds it installed.
@@ -86,8 +89,9 @@ if installed; then # another run built it while this one waited
 fi
 
 # Build deps: the server headers (PostgreSQL's libpq-be.h includes the GSSAPI
-# headers, hence libkrb5-dev), a compiler, make and patch.
-deps=("postgresql-server-dev-$major" libkrb5-dev gcc make patch)
+# headers, hence libkrb5-dev; its pg_config.h defines HAVE_LIBZSTD, hence
+# libzstd-dev), a compiler, make and patch.
+deps=("postgresql-server-dev-$major" libkrb5-dev libzstd-dev gcc make patch)
 missing=()
 for p in "${deps[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -115,7 +119,7 @@ for p in "$src"/*.patch; do
 done
 (
 	cd "$work"
-	./configure PG_CONFIG="$PG_CONFIG" --without-libcurl --without-lz4 --without-zstd >configure.log 2>&1 ||
+	./configure PG_CONFIG="$PG_CONFIG" --without-libcurl --without-lz4 >configure.log 2>&1 ||
 		{ tail -n 30 configure.log >&2; exit 1; }
 	make -j"$(nproc)" with_llvm=no COPT="$COPT" >make.log 2>&1 || { grep -E 'error|Error' make.log | head -n 30 >&2; exit 1; }
 	make install with_llvm=no COPT="$COPT" >install.log 2>&1 || { tail -n 30 install.log >&2; exit 1; }
