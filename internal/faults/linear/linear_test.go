@@ -43,11 +43,12 @@ func lost(n int) []porcupine.Operation {
 	return ops
 }
 
-func fresh(v string) Output  { return Output{Answer: Value, Value: v} }
-func replay(v string) Output { return Output{Answer: Value, Value: v, Replayed: true} }
-func unknown() Output        { return Output{Answer: Unknown} }
-func inProgress() Output     { return Output{Answer: InProgress} }
-func mismatch() Output       { return Output{Answer: Mismatch} }
+func fresh(v string) Output     { return Output{Answer: Value, Value: v} }
+func replay(v string) Output    { return Output{Answer: Value, Value: v, Replayed: true} }
+func ranReplay(v string) Output { return Output{Answer: Value, Value: v, Replayed: true, Ran: true} }
+func unknown() Output           { return Output{Answer: Unknown} }
+func inProgress() Output        { return Output{Answer: InProgress} }
+func mismatch() Output          { return Output{Answer: Mismatch} }
 func storedErr(fresh bool) Output {
 	return Output{Answer: StoredError, Value: "outcome not recorded", Replayed: !fresh}
 }
@@ -66,6 +67,12 @@ func TestModel(t *testing.T) {
 			op("A", 20, 30, fresh("v")), op("A", 0, 10, replay("v")), effects(40, "v")}, false},
 		{"a replay of a key nothing committed", []porcupine.Operation{
 			op("A", 0, 10, replay("v")), effects(20, "v")}, false},
+		{"a call whose body ran reads its own commit back", []porcupine.Operation{
+			op("A", 0, 10, ranReplay("v")), op("A", 20, 30, replay("v")), effects(40, "v")}, true},
+		{"a call whose body ran replays a twin's commit", []porcupine.Operation{
+			op("A", 0, 10, fresh("v")), op("A", 5, 15, ranReplay("v")), effects(40, "v")}, true},
+		{"a call whose body ran replays another value", []porcupine.Operation{
+			op("A", 0, 10, fresh("v")), op("A", 20, 30, ranReplay("w")), effects(40, "v")}, false},
 		{"a lost answer, then its replay", []porcupine.Operation{
 			op("A", 0, -1, unknown()), op("A", 20, 30, replay("v")), effects(40, "v")}, true},
 		{"the body ran again after an acknowledged answer (one effect, two answers)", []porcupine.Operation{
@@ -125,6 +132,38 @@ func TestModel(t *testing.T) {
 			assert.Equal(t, c.ok, porcupine.CheckOperations(Model(), c.history))
 		})
 	}
+}
+
+// TestStormOfTwins checks a history of 256 twins of one key, all
+// overlapping: the model's partition narrows it so that the search ends
+// (without it, porcupine gives up on such a history after minutes).
+func TestStormOfTwins(t *testing.T) {
+	var h []porcupine.Operation
+	for i := range int64(256) {
+		switch {
+		case i == 0:
+			h = append(h, op("A", 0, 1000, fresh("v")))
+		case i%4 == 1:
+			h = append(h, op("A", i, 500+i, inProgress()))
+		case i%4 == 2:
+			h = append(h, op("A", i, -1, unknown()))
+		case i%8 == 3:
+			h = append(h, op("A", i, 1000+i, ranReplay("v")))
+		default:
+			h = append(h, op("A", i, 1000+i, replay("v")))
+		}
+	}
+	ok := append(h, effects(5000, "v"))
+	res, err := Check("storm", ok, t.TempDir(), 2*time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, porcupine.Ok, res.Verdict)
+
+	// One in-progress answer invoked after the commit was acknowledged
+	// spoils it.
+	bad := append(h, op("A", 1001, 1002, inProgress()), effects(5000, "v"))
+	res, err = Check("storm-bad", bad, t.TempDir(), 2*time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, porcupine.Illegal, res.Verdict)
 }
 
 func TestModelPartitionsByKey(t *testing.T) {

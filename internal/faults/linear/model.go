@@ -15,7 +15,9 @@
 //     as final, such as an outcome stored as unknown), with its effect.
 //   - A call with the key's fingerprint then answers that value again (a
 //     replay) and has no effect; a fresh answer (the body ran again), a
-//     different value, or a replay of a free key is not linearizable.
+//     different value, or a replay of a free key is not linearizable,
+//     unless the call's own body ran (Output.Ran): its replay may be its
+//     own commit, read back after the COMMIT's outcome was unknown.
 //   - A call with another fingerprint answers a mismatch while the key is
 //     held, and only then.
 //   - An in-progress answer is allowed while the key is free (its holder
@@ -99,6 +101,11 @@ type Output struct {
 	Value string
 	// Replayed reports that the runtime answered from the stored row.
 	Replayed bool
+	// Ran reports that the method's body ran during the call. A replayed
+	// answer of such a call may be its own commit: an attempt whose
+	// COMMIT's outcome was unknown is tried again within the call, and
+	// that attempt's lookup finds the row the first one committed.
+	Ran bool
 	// Effects are the renderings of the key's effects found at the end
 	// (Observe only), sorted.
 	Effects []string
@@ -146,6 +153,10 @@ func step(s state, in Input, out Output) (bool, state) {
 			}
 			return true, state{era: s.era, held: true, fingerprint: in.Fingerprint, known: true, value: out.Value, storedErr: stored}
 		}
+		if !s.held && out.Ran {
+			// Its own attempt's commit, read back by a later attempt.
+			return true, state{era: s.era, held: true, fingerprint: in.Fingerprint, known: true, value: out.Value, storedErr: stored}
+		}
 		if !mine {
 			return false, s // a replay of nothing, or of another request
 		}
@@ -184,28 +195,55 @@ func Model() porcupine.Model {
 }
 
 // partition splits a history by key, keeping each key's operations in
-// their order, and keeps of the calls whose outcome is unknown only the
-// first invoked per fingerprint and era: they never return, so its interval
-// holds theirs, and since a key once held stays held within an era, only the
-// first of them linearized can change the state (it takes the key if free),
-// which the first invoked can do at the same instant. Without this, a key
-// retried through a long fault (dozens of deadlines) makes the search
-// exponential; with it, the answer is the same.
+// their order, and narrows it where the verdict cannot change, because a
+// key once held stays held within an era (the search is exponential in the
+// calls that overlap, and 256 twins of one key all do):
+//
+//   - Of the calls whose outcome is unknown it keeps only the first invoked
+//     per fingerprint and era: they never return, so its interval holds
+//     theirs, and only the first of them linearized can change the state
+//     (it takes the key if free), which the first invoked can do at the
+//     same instant.
+//   - Of the replays whose body ran (Output.Ran) with one fingerprint, era
+//     and answer, only the first invoked is checked as one that may be its
+//     own commit; the others are checked as plain replays. If one of them
+//     is the commit, at instant p, the first invoked can be instead: it was
+//     invoked before p, and it cannot have returned before p (linearized
+//     before p on a free key, it would have been the commit), so p is in
+//     its interval.
+//   - An in-progress answer needs a free key: if it holds at some instant
+//     of the call, it holds at its invocation, so the call is checked
+//     there. A replay or a mismatch needs a held key: if that holds at some
+//     instant, it holds at the return, so the call is checked there. (A
+//     replay of a key whose value no call saw yet sets it; no later
+//     operation it could come before accepts another value.)
 func partition(history []porcupine.Operation) [][]porcupine.Operation {
 	byKey := map[string]int{}
 	type lostKey struct {
 		key, fingerprint string
 		era              int
 	}
+	type ranKey struct {
+		lostKey
+		answer Answer
+		value  string
+	}
 	firstLost := map[lostKey]int{} // index in history
+	firstRan := map[ranKey]int{}
 	for i, op := range history {
-		in := op.Input.(Input)
-		if in.Observe || op.Output.(Output).Answer != Unknown {
-			continue
-		}
-		k := lostKey{in.Key, in.Fingerprint, in.Era}
-		if j, ok := firstLost[k]; !ok || op.Call < history[j].Call {
-			firstLost[k] = i
+		in, out := op.Input.(Input), op.Output.(Output)
+		switch {
+		case in.Observe:
+		case out.Answer == Unknown:
+			k := lostKey{in.Key, in.Fingerprint, in.Era}
+			if j, ok := firstLost[k]; !ok || op.Call < history[j].Call {
+				firstLost[k] = i
+			}
+		case out.Replayed && out.Ran:
+			k := ranKey{lostKey{in.Key, in.Fingerprint, in.Era}, out.Answer, out.Value}
+			if j, ok := firstRan[k]; !ok || op.Call < history[j].Call {
+				firstRan[k] = i
+			}
 		}
 	}
 	var parts [][]porcupine.Operation
@@ -213,6 +251,18 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 		in := op.Input.(Input)
 		if !in.Observe && op.Output.(Output).Answer == Unknown && firstLost[lostKey{in.Key, in.Fingerprint, in.Era}] != i {
 			continue
+		}
+		out := op.Output.(Output)
+		if out.Replayed && out.Ran && firstRan[ranKey{lostKey{in.Key, in.Fingerprint, in.Era}, out.Answer, out.Value}] != i {
+			out.Ran = false
+			op.Output = out
+		}
+		switch {
+		case in.Observe:
+		case out.Answer == InProgress:
+			op.Return = op.Call
+		case out.Answer == Mismatch, out.Replayed && !out.Ran && (out.Answer == Value || out.Answer == StoredError):
+			op.Call = op.Return
 		}
 		p, ok := byKey[in.Key]
 		if !ok {
@@ -237,7 +287,10 @@ func describeOperation(in, out any) string {
 	switch o.Answer {
 	case Value, StoredError:
 		how := "fresh"
-		if o.Replayed {
+		switch {
+		case o.Replayed && o.Ran:
+			how = "replay (its body ran)"
+		case o.Replayed:
 			how = "replay"
 		}
 		return fmt.Sprintf("call(%s) -> %s %s %s", fp, how, o.Answer, o.Value)
