@@ -111,3 +111,13 @@ func (e *env) inject(f fault) {
 		t.Fatalf("unknown fault %q", f.kind)
 	}
 }
+
+// TestScheduleIsSeeded: a seed gives one schedule, another seed another.
+func TestScheduleIsSeeded(t *testing.T) {
+	a, b := schedule(7, 24, 2700), schedule(7, 24, 2700)
+	assert.Equal(t, a, b)
+	assert.NotEqual(t, a, schedule(8, 24, 2700))
+	for i := 1; i < len(a); i++ {
+		assert.Less(t, a[i-1].after, a[i].after, "faults start in order")
+	}
+}
