@@ -24,6 +24,15 @@
 // messages pending at the end and repeated downstream calls
 // (docs/messaging.md).
 //
+// Every scenario also records its history (each call's invocation and
+// return, key, fingerprint and answer; the effects read at the end as each
+// key's final read) and checks it for linearizability with porcupine
+// against package linear's model of the promise. A history that is not
+// linearizable fails the scenario, naming the HTML picture porcupine drew
+// of it (-faults.pictures picks its directory). TestFailover requires its
+// asynchronous standby's history not to be linearizable.
+// TestSeededFaultSchedule runs a load under faults drawn from -faults.seed.
+//
 // The restart, lost-COMMIT and twins scenarios run twice, as subtests named
 // after the path: on pgx (idem.NewStore over a pool, methods taking a
 // pgx.Tx) and on database/sql (idem.NewSQLStore over a *sql.DB opened with
@@ -34,5 +43,5 @@
 // the project's go.mod. Run it with the project's test script, or here:
 //
 //	go test -race ./...                 # the short mode CI runs
-//	go test -race -run . -faults.long   # bigger counts, and the table of docs/guarantees.md
+//	go test -race -run . -faults.long   # bigger counts, and the tables of docs/guarantees.md
 package faults

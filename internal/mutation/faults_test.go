@@ -54,6 +54,7 @@ func TestFaultHistoriesCatchMutations(t *testing.T) {
 	}
 	for name, scenario := range faultMutants {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			m, ok := byName[name]
 			require.True(t, ok, "no mutation %s", name)
 			dir := t.TempDir()
