@@ -60,7 +60,7 @@ func TestSeededFaultSchedule(t *testing.T) {
 	wait := e.storm(ins, 4)
 	applied := 0
 	for _, f := range faults {
-		e.waitClaims(f.after)
+		e.awaitClaims(f.after)
 		select {
 		case <-e.allReturned():
 		default:
@@ -99,7 +99,7 @@ func (e *env) inject(f fault) {
 		// Slow, not broken: answers come late, some after their callers'
 		// deadlines.
 		e.addToxic("latency", "latency", "downstream", `{"latency":300,"jitter":300}`)
-		e.waitClaims(e.claimed.Load() + 20)
+		e.awaitClaims(e.claimed.Load() + 20)
 		e.removeToxic("latency")
 	case "restart":
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -119,5 +119,19 @@ func TestScheduleIsSeeded(t *testing.T) {
 	assert.NotEqual(t, a, schedule(8, 24, 2700))
 	for i := 1; i < len(a); i++ {
 		assert.Less(t, a[i-1].after, a[i].after, "faults start in order")
+	}
+}
+
+// awaitClaims waits until n claims have been made or every caller of the
+// storm has finished. Unlike waitClaims it sets no time limit of its own: a
+// starved machine (the long mode's thousand callers on two cores) may take
+// minutes, and the callers' settleBound bounds the storm.
+func (e *env) awaitClaims(n int64) {
+	for e.claimed.Load() < n {
+		select {
+		case <-e.allReturned():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
