@@ -51,8 +51,9 @@ selects() {
 	return 1
 }
 
-# The example's generated tests run on a Citus cluster whole: every ledger
-# statement of atomic and external mode routes to one shard (docs/ha.md).
+# The example's generated tests run on a Citus cluster whole, on the schema
+# its migrations ship (no -distributed: every table on the coordinator, the
+# runtime's Citus statement forms; docs/operations.md).
 citus_example_run='.'
 citus_example_skip='^$'
 

@@ -83,7 +83,7 @@ func newEnv(t *testing.T, pkg Package, method string, withClock bool, store Stor
 		schema = WithTable(table)
 	}
 	// WithTable after WithMigrations names the ledger the migrations make,
-	// which a Citus cluster's database distributes (EnvCitus).
+	// whose placement a Citus cluster's database checks (EnvCitus).
 	e := &env{db: New(t, schema, WithTable(table)), method: method}
 	e.table = pgx.Identifier(strings.Split(table, ".")).Sanitize()
 	opts := []idem.Option{idem.WithTable(table), idem.WithHooks(idem.Hooks{
