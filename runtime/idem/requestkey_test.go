@@ -28,3 +28,20 @@ func TestUUIDKey(t *testing.T) {
 	assert.Equal(t, "", idem.UUIDKey(uuid{}), "the zero UUID is no key")
 	assert.NoError(t, idem.DefaultKeyPolicy.Validate(idem.UUIDKey(u)))
 }
+
+// A consumer's fallback key (the message's or the job's ID) keys a call
+// only when neither the caller nor the request gives one: the request's
+// field (-key) replaces it, a caller's key wins over both.
+func TestFallbackKeyYieldsToTheRequestsKey(t *testing.T) {
+	ctx := idem.ContextWithFallbackKey(context.Background(), "msg-id")
+	k, ok := idem.KeyFrom(ctx)
+	assert.True(t, ok)
+	assert.Equal(t, "msg-id", k, "a wrapper without -key is keyed by the fallback")
+
+	k, _ = idem.KeyFrom(idem.ContextWithDefaultKey(ctx, "from-request"))
+	assert.Equal(t, "from-request", k, "a wrapper with -key is keyed by its field")
+
+	ctx = idem.ContextWithFallbackKey(idem.ContextWithKey(context.Background(), "from-caller"), "msg-id")
+	k, _ = idem.KeyFrom(idem.ContextWithDefaultKey(ctx, "from-request"))
+	assert.Equal(t, "from-caller", k, "a caller's key wins")
+}

@@ -27,9 +27,12 @@ const (
 	// FromMsgID takes the key from the message's Nats-Msg-Id header. It is
 	// skipped for a message without one.
 	FromMsgID KeySource = iota + 1
-	// FromRequest leaves the context without a key, so that the generated
-	// wrapper takes it from the request field its -key directive names. It is
-	// skipped for a request whose Config.RequestKey is "".
+	// FromRequest lets a wrapper generated with -key take the key from the
+	// request field the directive names: the sources listed after it give
+	// only the context's fallback key (idem.ContextWithFallbackKey), which
+	// that field replaces, so they key the calls of wrappers without -key.
+	// With Config.RequestKey set, the Handler reads the field itself and
+	// skips this source for a request whose field is "".
 	FromRequest
 	// FromSequence takes the key from the stream's name and the message's
 	// stream sequence, "nats-seq:STREAM:SEQ". Every JetStream message has
@@ -54,9 +57,11 @@ func (k KeySource) String() string {
 }
 
 // DefaultKeys returns the order in which a Handler looks for a message's
-// key unless Config.Keys says otherwise: FromMsgID, FromRequest,
-// FromSequence.
-func DefaultKeys() []KeySource { return []KeySource{FromMsgID, FromRequest, FromSequence} }
+// key unless Config.Keys says otherwise: FromRequest, FromMsgID,
+// FromSequence. A wrapper generated with -key is then keyed by its request
+// field, whatever message ID the publisher chose; a wrapper without one by
+// the Nats-Msg-Id header, else by the stream sequence.
+func DefaultKeys() []KeySource { return []KeySource{FromRequest, FromMsgID, FromSequence} }
 
 // Action is how a Handler settled a message with the server.
 type Action int
@@ -95,8 +100,9 @@ type Result struct {
 	// again (Nak only).
 	Delay time.Duration
 	// Source is where the key came from (0 when the message was refused
-	// before a key was chosen), Key the key ("" for FromRequest: the
-	// wrapper reads it), Scope the scope.
+	// before a key was chosen), Key the key, Scope the scope. FromRequest
+	// is reported when the wrapper keyed the call by its request field
+	// (-key); Key is then the field's value as the call read it.
 	Source KeySource
 	Key    string
 	Scope  string
@@ -120,14 +126,16 @@ type Config[Req any] struct {
 	Decode func(msg jetstream.Msg) (Req, error)
 
 	// Keys is the order in which the key is looked for; nil means
-	// DefaultKeys. The first source the message has wins.
+	// DefaultKeys. The first source the message has wins; FromRequest wins
+	// for wrappers generated with -key only (see FromRequest).
 	Keys []KeySource
 
-	// RequestKey returns the value of the request field the wrapper's -key
-	// directive names ("" when the request does not set it), so that the
-	// Handler can tell whether FromRequest applies; the wrapper itself
-	// reads and validates the field. Required when Keys lists FromRequest;
-	// with the default Keys, FromRequest is skipped when it is nil.
+	// RequestKey, optional, returns the value of the request field the
+	// wrapper's -key directive names ("" when the request does not set
+	// it). nil leaves the choice to the wrapper, which knows its field:
+	// the usual setting. Set, it makes FromRequest the Handler's own
+	// choice: a request whose field is "" is keyed by the next source
+	// instead of being refused as an empty key.
 	RequestKey func(req Req) string
 
 	// Scope returns the scope of a message's key. nil means DefaultScope:
@@ -195,8 +203,12 @@ func DefaultBackoff(delivered uint64) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// ErrNoRequestKey is the panic value of NewHandler when Config.Keys lists
-// FromRequest and Config.RequestKey is nil.
+// ErrNoRequestKey was the panic value of NewHandler when Config.Keys
+// listed FromRequest without Config.RequestKey.
+//
+// Deprecated: FromRequest no longer needs Config.RequestKey (the wrapper
+// says whether it takes its key from the request), and NewHandler no longer
+// panics with it.
 var ErrNoRequestKey = errors.New("idemnats: NewHandler: Config.Keys lists FromRequest: set Config.RequestKey to the function " +
 	"that returns the request field the method's -key directive names")
 
@@ -218,24 +230,16 @@ type Handler[Req, Resp any] struct {
 
 // NewHandler returns a Handler that calls call, a generated wrapper's method
 // such as (*IdempotentPayments).Charge bound to its wrapper, for every
-// message. It panics with ErrNoRequestKey when cfg lists FromRequest
-// without cfg.RequestKey, and on a KeySource it does not know: wiring
-// mistakes that must stop the consumer at start-up.
+// message. It panics on a KeySource it does not know: a wiring mistake that
+// must stop the consumer at start-up.
 func NewHandler[Req, Resp any](call func(ctx context.Context, req Req) (Resp, error), cfg Config[Req]) *Handler[Req, Resp] {
 	h := &Handler[Req, Resp]{call: call, cfg: cfg, keys: cfg.Keys, logger: cfg.Logger, backoff: cfg.Backoff, scope: cfg.Scope}
 	if h.keys == nil {
 		h.keys = DefaultKeys()
-		if cfg.RequestKey == nil {
-			h.keys = []KeySource{FromMsgID, FromSequence}
-		}
 	}
 	for _, k := range h.keys {
 		switch k {
-		case FromMsgID, FromSequence:
-		case FromRequest:
-			if cfg.RequestKey == nil {
-				panic(ErrNoRequestKey)
-			}
+		case FromMsgID, FromSequence, FromRequest:
 		default:
 			panic(fmt.Errorf("idemnats: NewHandler: unknown key source %s", k))
 		}
@@ -306,13 +310,17 @@ func (h *Handler[Req, Resp]) process(ctx context.Context, msg jetstream.Msg) Res
 		r.Action, r.Err = Term, fmt.Errorf("idemnats: scope: %w", err)
 		return r
 	}
-	r.Source, r.Key = h.key(msg, md, req)
-	if r.Source == 0 {
+	var byWrapper bool
+	r.Source, r.Key, byWrapper = h.key(msg, md, req)
+	if r.Source == 0 && !byWrapper {
 		r.Action, r.Err = Term, ErrNoKeySource
 		return r
 	}
 	ctx = idem.ContextWithScope(ctx, r.Scope)
-	if r.Source != FromRequest {
+	switch {
+	case byWrapper && r.Source != 0:
+		ctx = idem.ContextWithFallbackKey(ctx, r.Key)
+	case !byWrapper && r.Source != FromRequest:
 		ctx = idem.ContextWithKey(ctx, r.Key)
 	}
 	ctx, outcome := idem.ContextWithOutcome(ctx)
@@ -326,6 +334,9 @@ func (h *Handler[Req, Resp]) process(ctx context.Context, msg jetstream.Msg) Res
 	}
 	_, r.Err = h.call(ctx, req)
 	r.Replayed = outcome.Replayed()
+	if key, fallback := outcome.Key(); byWrapper && !fallback {
+		r.Source, r.Key = FromRequest, key // the wrapper's -key field replaced the fallback
+	}
 	r.Action, r.Delay = h.settle(r.Err, md.NumDelivered)
 	return r
 }
@@ -340,23 +351,28 @@ func (h *Handler[Req, Resp]) decode(msg jetstream.Msg) (Req, error) {
 	return req, err
 }
 
-// key returns the first source in h.keys that msg has, and its key.
-func (h *Handler[Req, Resp]) key(msg jetstream.Msg, md *jetstream.MsgMetadata, req Req) (KeySource, string) {
+// key returns the first source in h.keys that msg has, and its key. When
+// FromRequest comes first and the wrapper decides it (Config.RequestKey
+// is nil), byWrapper is true and the source returned, if any, is the first
+// one after it: the fallback key, which the wrapper's -key field replaces.
+func (h *Handler[Req, Resp]) key(msg jetstream.Msg, md *jetstream.MsgMetadata, req Req) (src KeySource, key string, byWrapper bool) {
 	for _, k := range h.keys {
 		switch k {
 		case FromMsgID:
 			if id := msg.Headers().Get(HeaderMsgID); id != "" {
-				return k, id
+				return k, id, byWrapper
 			}
 		case FromRequest:
-			if v := h.cfg.RequestKey(req); v != "" {
-				return k, v
+			if h.cfg.RequestKey == nil {
+				byWrapper = true
+			} else if v := h.cfg.RequestKey(req); v != "" && !byWrapper {
+				return k, v, false
 			}
 		case FromSequence:
-			return k, "nats-seq:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
+			return k, "nats-seq:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10), byWrapper
 		}
 	}
-	return 0, ""
+	return 0, "", byWrapper
 }
 
 // settle maps the call's error to the action that settles its message.
