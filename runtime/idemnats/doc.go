@@ -30,6 +30,12 @@
 //	idem.ErrStore, any other error                          NakWithDelay(backoff)
 //	idem.ErrMismatch, an invalid key or scope, an outcome
 //	not recorded, a request that cannot be decoded          Term, reported
+//	(no call) a copy of a message the handler still runs    InProgress
+//
+// [Config.Concurrency] runs up to that many calls at once (Func's function
+// then takes each message at once and sends InProgress every
+// [Config.Progress] while it waits for its turn and while its call runs, so
+// a waiting message is not delivered again); [Handler.Wait] waits for them.
 //
 // A redelivery carries the same key (the header and the stream sequence are
 // stored with the message; the request field is in its data), so a message

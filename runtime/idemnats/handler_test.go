@@ -152,18 +152,20 @@ func TestMismatchTerminated(t *testing.T) {
 }
 
 // A message delivered again while its first delivery still runs the
-// method: the second delivery gets idem.ErrInProgress and is nakked with
-// the runtime's retry-after; the first acks when it is done.
+// method in another instance of the consumer: the second delivery gets
+// idem.ErrInProgress and is nakked with the runtime's retry-after; the
+// first acks when it is done.
 func TestRedeliveredWhileRunning(t *testing.T) {
 	p, b := newPayments(t), newBroker(t, time.Second)
 	h := idemnats.NewHandler(p.Payout, idemnats.Config[chargeRequest]{})
+	other := idemnats.NewHandler(p.Payout, idemnats.Config[chargeRequest]{}) // another instance
 	b.publish(t, chargeRequest{EventID: "evt-5", Account: "acct", Amount: 5}, "evt-5")
 	first := make(chan idemnats.Result, 1)
 	m := b.next(t)
 	go func() { first <- h.Handle(t.Context(), m) }()
 	<-p.started
 
-	second := h.Handle(t.Context(), b.next(t)) // after AckWait
+	second := other.Handle(t.Context(), b.next(t)) // after AckWait
 	assert.Equal(t, idemnats.Nak, second.Action)
 	var inProgress *idem.InProgressError
 	require.ErrorAs(t, second.Err, &inProgress)
@@ -175,6 +177,44 @@ func TestRedeliveredWhileRunning(t *testing.T) {
 	require.NoError(t, r.Err)
 	assert.Equal(t, idemnats.Ack, r.Action)
 	b.settled(t)
+}
+
+// A message delivered again while the same Handler still runs it: the copy
+// is answered with InProgress without calling the wrapper (neither body nor
+// ledger), and the first delivery's Ack settles the message.
+func TestCopyOfARunningMessage(t *testing.T) {
+	p, b := newPayments(t), newBroker(t, time.Second)
+	var settled []idemnats.Result
+	h := idemnats.NewHandler(p.Payout, idemnats.Config[chargeRequest]{
+		OnSettle: func(_ context.Context, _ jetstream.Msg, r idemnats.Result) { settled = append(settled, r) },
+	})
+	b.publish(t, chargeRequest{EventID: "evt-6", Account: "acct", Amount: 6}, "evt-6")
+	first := make(chan idemnats.Result, 1)
+	m := b.next(t)
+	go func() { first <- h.Handle(t.Context(), m) }()
+	<-p.started
+
+	again := b.next(t) // after AckWait
+	md, err := again.Metadata()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, md.NumDelivered)
+	second := h.Handle(t.Context(), again)
+	assert.Equal(t, idemnats.InProgress, second.Action)
+	require.ErrorIs(t, second.Err, idemnats.ErrDeliveryInFlight)
+	require.ErrorIs(t, second.Err, idem.ErrInProgress)
+	require.NoError(t, second.SettleErr)
+	assert.Equal(t, []idemnats.Result{second}, settled)
+
+	close(p.release)
+	r := <-first
+	require.NoError(t, r.Err)
+	assert.Equal(t, idemnats.Ack, r.Action)
+	b.settled(t)
+	select {
+	case <-p.started:
+		t.Fatal("the copy ran the body")
+	default:
+	}
 }
 
 // A final error is acked: stored with the key, every delivery would get
