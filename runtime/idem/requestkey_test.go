@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -44,4 +45,34 @@ func TestFallbackKeyYieldsToTheRequestsKey(t *testing.T) {
 	ctx = idem.ContextWithFallbackKey(idem.ContextWithKey(context.Background(), "from-caller"), "msg-id")
 	k, _ = idem.KeyFrom(idem.ContextWithDefaultKey(ctx, "from-request"))
 	assert.Equal(t, "from-caller", k, "a caller's key wins")
+}
+
+// Outcome.Key reports the key a call ran under and whether it was the
+// consumer's fallback: the request's own key (-key) replaces it.
+func TestOutcomeKey(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct {
+		name         string
+		ctx          context.Context
+		key          string
+		fallback, ok bool
+	}{
+		{"fallback only", idem.ContextWithFallbackKey(context.Background(), "msg-1"), "msg-1", true, true},
+		{"request key over the fallback", idem.ContextWithDefaultKey(idem.ContextWithFallbackKey(context.Background(), "msg-2"), "evt-2"), "evt-2", false, true},
+		{"caller's key", keyed("caller-3"), "caller-3", false, true},
+		{"no key", context.Background(), "", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, o := idem.ContextWithOutcome(c.ctx)
+			_, err := idem.Atomic(ctx, e.store, e.m, fp(c.name), charge(1))
+			if c.ok {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, idem.ErrNoKey)
+			}
+			key, fallback := o.Key()
+			assert.Equal(t, c.key, key)
+			assert.Equal(t, c.fallback, fallback)
+		})
+	}
 }
