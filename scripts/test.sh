@@ -51,8 +51,9 @@ selects() {
 	return 1
 }
 
-# The example's generated tests run on a Citus cluster whole: every ledger
-# statement of atomic and external mode routes to one shard (docs/ha.md).
+# The example's generated tests run on a Citus cluster whole, on the schema
+# its migrations ship (no -distributed: every table on the coordinator, the
+# runtime's Citus statement forms; docs/operations.md).
 citus_example_run='.'
 citus_example_skip='^$'
 
@@ -106,13 +107,21 @@ needs_citus() {
 	return 1
 }
 
-# wait_citus: wait for install-citus.sh; print its log, fail if it failed
-# (the module's tests still run: those that need Citus then fail saying so).
+# wait_citus: wait for install-citus.sh; print its log, fail if it failed.
+# A module whose tests need Citus then runs none of them: they could only
+# fail, and the install's error is what to read (printed again last).
 wait_citus() {
 	while [ ! -e "$logs/citus.rc" ] && kill -0 "$citus_pid" 2>/dev/null; do sleep 1; done
 	cat "$logs/citus.log"
 	[ -e "$logs/citus.rc" ] || { echo "test.sh: install-citus.sh ended without a status" >&2; return 1; }
 	[ "$(cat "$logs/citus.rc")" = 0 ]
+}
+
+# citus_failed: install-citus.sh ran and failed (or ended without a status).
+citus_failed() {
+	[ "$citus" = 1 ] || return 1
+	[ -e "$logs/citus.rc" ] && [ "$(cat "$logs/citus.rc")" = 0 ] && return 1
+	return 0
 }
 
 # A module whose tests need Citus compiles them while install-citus.sh runs
@@ -143,19 +152,17 @@ for m in $(scripts/modules.sh | sed '1a citus-example'); do
 		if [ "$m" = citus-example ]; then
 			echo "== ./example on a Citus cluster (IDEMGEN_TEST_CITUS=2)"
 			go test -race -count=1 -exec true ./example >/dev/null 2>&1 || true
-			installed=1
-			wait_citus || installed=0
+			wait_citus || { echo "test.sh: not run: scripts/install-citus.sh failed"; exit 1; }
 			IDEMGEN_TEST_CITUS=2 go test -race -count=1 -timeout 30m -run "$citus_example_run" -skip "$citus_example_skip" \
-				${flags[@]+"${flags[@]}"} ./example && [ "$installed" = 1 ] && echo ok >"$logs/$i.ok"
+				${flags[@]+"${flags[@]}"} ./example && echo ok >"$logs/$i.ok"
 		else
 			[ "$m" != . ] && echo "== module $m"
-			installed=1
 			if needs_citus "$m"; then
 				go test -C "$m" -race -count=1 -exec true "${mine[@]}" >/dev/null 2>&1 || true
-				wait_citus || installed=0
+				wait_citus || { echo "test.sh: module $m not tested: scripts/install-citus.sh failed"; exit 1; }
 			fi
 			go test -C "$m" -race -count=1 -timeout 30m ${flags[@]+"${flags[@]}"} "${mine[@]}" &&
-				[ "$installed" = 1 ] && echo ok >"$logs/$i.ok"
+				echo ok >"$logs/$i.ok"
 		fi
 	) >"$logs/$i.log" 2>&1 &
 	run+=("$m") pids+=("$!")
@@ -167,4 +174,12 @@ for i in "${!run[@]}"; do
 	cat "$logs/$i.log"
 	[ -e "$logs/$i.ok" ] || status=1
 done
+# A failed Citus install is the first thing to fix: its error comes last.
+if [ "$citus" = 1 ]; then wait "$citus_pid" 2>/dev/null || true; fi
+if citus_failed; then
+	echo
+	echo "test.sh: scripts/install-citus.sh failed (exit $(cat "$logs/citus.rc" 2>/dev/null || echo none)); the modules needing Citus were not tested. Its last lines:"
+	tail -n 25 "$logs/citus.log"
+	status=1
+fi
 exit "$status"

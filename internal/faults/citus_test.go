@@ -43,10 +43,10 @@ func citusServer(t *testing.T) *idemtest.Server {
 			Config: pgserver.Config{Prefix: "faults-citus-", Settings: []string{
 				"max_connections=" + strconv.Itoa(maxConnections),
 				// A node killed mid-run keeps every commit it acknowledged
-				// (pgserver's Citus clusters turn synchronous_commit off
-				// for speed): a call on one tenant commits on the worker
-				// alone, without the two-phase commit's PREPARE, whose
-				// WAL is flushed whatever the setting.
+				// (idemtest.StartCitus's default, stated here because the
+				// suite depends on it): a call on one tenant commits on
+				// the worker alone, without the two-phase commit's
+				// PREPARE, whose WAL is flushed whatever the setting.
 				"synchronous_commit=on",
 				"log_min_messages=fatal",
 				"idle_in_transaction_session_timeout=10s",

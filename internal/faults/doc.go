@@ -33,6 +33,14 @@
 // asynchronous standby's history not to be linearizable.
 // TestSeededFaultSchedule runs a load under faults drawn from -faults.seed.
 //
+// BenchmarkRiverRecovery (not run by the tests) kills a River worker
+// process with SIGKILL while an external job's body runs, starts it again,
+// and reports how long the job took to be rescued, to run again and to
+// complete, for two settings of RescueStuckJobsAfter, JobTimeout and the
+// method's lock timeout (docs/messaging.md, "Recovery time after a kill"):
+//
+//	go test -run '^$' -bench RiverRecovery -benchtime 1x -v
+//
 // The restart, lost-COMMIT and twins scenarios run twice, as subtests named
 // after the path: on pgx (idem.NewStore over a pool, methods taking a
 // pgx.Tx) and on database/sql (idem.NewSQLStore over a *sql.DB opened with

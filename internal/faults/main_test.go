@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(riverWorkerEnv) != "" {
 		os.Exit(riverWorkerMain())
 	}
+	if os.Getenv(riverRecoveryEnv) != "" {
+		os.Exit(riverRecoveryWorkerMain())
+	}
 	flag.Parse()
 	os.Exit(run(m))
 }

@@ -123,6 +123,9 @@ var (
 	effectsOnce = regexp.MustCompile(`the method's effects grew by 1, want 2`)
 	// A sweep deleted a row whose retention had not ended.
 	sweptLive = regexp.MustCompile(`a sweep inside the key's retention deleted 1 rows`)
+	// A mismatch refused in the caller's transaction left no record once
+	// the caller rolled back.
+	mismatchNotKept = regexp.MustCompile(`a mismatch refused in the caller's transaction, which then rolled back: the ledger row of key "in-tx-mismatch" holds mismatch_at <nil>`)
 )
 
 // Failure messages of the inline-mode scenarios (runtime/idemtest/suite_inline.go).
@@ -310,6 +313,17 @@ func promiseMutations() []mutation {
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsPayout/attempt_that_outlived_its_lock": zombieFinished,
+			},
+		},
+		{
+			name: "j2_mismatch_recorded_in_the_callers_transaction",
+			bug:  "AtomicInTx records a refused request's mismatch in the caller's transaction, so the caller's rollback erases it",
+			edits: []edit{
+				{"atomic.go", "refused := func(r ledgerRow) { s.recordMismatchBehind(ctx, c, r) }", "refused := func(r ledgerRow) { s.recordMismatchOn(ctx, t, c, r) }"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/mismatch_in_the_caller's_transaction,_rolled_back": mismatchNotKept,
+				"TestIdempotentPaymentsRefund/mismatch_in_the_caller's_transaction,_rolled_back": mismatchNotKept,
 			},
 		},
 		{

@@ -25,9 +25,11 @@ func (c call) event() Event {
 	return Event{Method: c.method, Scope: c.scope, Key: c.key, Fingerprint: c.fp}
 }
 
-// newCall reads the key and scope from ctx and validates the key.
+// newCall reads the key and scope from ctx (noting the key in ctx's
+// Outcome) and validates the key.
 func (s *Store) newCall(ctx context.Context, method string, fp []byte) (call, error) {
-	key, ok := KeyFrom(ctx)
+	key, fallback, ok := keyFrom(ctx)
+	noteKey(ctx, key, fallback)
 	if !ok {
 		return call{}, fmt.Errorf("%s: %w", method, ErrNoKey)
 	}

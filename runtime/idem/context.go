@@ -13,6 +13,7 @@ const (
 	scopeCtx
 	outcomeCtx
 	stepsCtx
+	fallbackKeyCtx
 )
 
 // ContextWithKey returns a context carrying the idempotency key for the next call.
@@ -21,10 +22,32 @@ func ContextWithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx, key)
 }
 
-// KeyFrom returns the idempotency key carried by ctx.
+// KeyFrom returns the idempotency key carried by ctx: the one set by
+// ContextWithKey (or by a wrapper's -key, ContextWithDefaultKey), else the
+// fallback key (ContextWithFallbackKey).
 func KeyFrom(ctx context.Context) (string, bool) {
-	k, ok := ctx.Value(keyCtx).(string)
+	k, _, ok := keyFrom(ctx)
 	return k, ok
+}
+
+// keyFrom is KeyFrom, and whether the key is the fallback.
+func keyFrom(ctx context.Context) (key string, fallback, ok bool) {
+	if k, ok := ctx.Value(keyCtx).(string); ok {
+		return k, false, true
+	}
+	k, ok := ctx.Value(fallbackKeyCtx).(string)
+	return k, ok, ok
+}
+
+// ContextWithFallbackKey returns a context carrying key as the idempotency
+// key of a call that gets no other: a key set by ContextWithKey, or the
+// request's own key field, which a wrapper generated with -key puts in the
+// context (ContextWithDefaultKey), both win over it. Consumers
+// (runtime/idemnats, runtime/idemriver) set the message's or the job's ID
+// this way, so a wrapper with -key is keyed by its field and one without
+// by the delivery. The key is validated when the call is made, not here.
+func ContextWithFallbackKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, fallbackKeyCtx, key)
 }
 
 // ContextWithScope returns a context carrying the scope (tenant, account, API client)
@@ -45,6 +68,26 @@ func ScopeFrom(ctx context.Context) string {
 type Outcome struct {
 	replayed  atomic.Bool
 	retention atomic.Int64 // time.Duration
+	key       atomic.Pointer[outcomeKey]
+}
+
+// outcomeKey is the key a call read from its context.
+type outcomeKey struct {
+	key      string
+	fallback bool
+}
+
+// Key returns the idempotency key the last call made with the context read
+// from it, valid or not ("" before any call, and for a call whose context
+// carried none), and whether that key was the context's fallback
+// (ContextWithFallbackKey) rather than one set by ContextWithKey or taken
+// from the request by a wrapper generated with -key. Consumers report with
+// it where a message's key came from.
+func (o *Outcome) Key() (key string, fallback bool) {
+	if k := o.key.Load(); k != nil {
+		return k.key, k.fallback
+	}
+	return "", false
 }
 
 // Replayed reports whether the last call made with the context returned a
@@ -73,6 +116,13 @@ func startOutcome(ctx context.Context, retention time.Duration) {
 	}
 }
 
+// noteKey records in ctx's Outcome, if any, the key a call read from ctx.
+func noteKey(ctx context.Context, key string, fallback bool) {
+	if o, ok := ctx.Value(outcomeCtx).(*Outcome); ok {
+		o.key.Store(&outcomeKey{key: key, fallback: fallback})
+	}
+}
+
 func setReplayed(ctx context.Context, replayed bool) {
 	if o, ok := ctx.Value(outcomeCtx).(*Outcome); ok {
 		o.replayed.Store(replayed)
@@ -80,11 +130,13 @@ func setReplayed(ctx context.Context, replayed bool) {
 }
 
 // ContextWithDefaultKey returns ctx carrying key unless ctx already carries
-// an idempotency key, which then wins. Wrappers generated with -key call it
-// with the request's key field, so a consumer that sets no key gets the
+// an idempotency key set by ContextWithKey, which then wins. A fallback key
+// (ContextWithFallbackKey) does not: key replaces it. Wrappers generated
+// with -key call it with the request's key field, so a consumer that sets
+// no key, or only a fallback (the message's or the job's ID), gets the
 // request's own.
 func ContextWithDefaultKey(ctx context.Context, key string) context.Context {
-	if _, ok := KeyFrom(ctx); ok {
+	if _, ok := ctx.Value(keyCtx).(string); ok {
 		return ctx
 	}
 	return ContextWithKey(ctx, key)

@@ -5,10 +5,6 @@ import (
 	"time"
 )
 
-// WaitMismatchRecords waits for the mismatches s records after the answer
-// (AtomicInTx) to be written.
-func WaitMismatchRecords(s *Store) { s.records.Wait() }
-
 // RecordForNewKey is the record statement Atomic sends on s for a key its
 // lookup found no row for, with its arguments (Store.record): the fresh
 // form, a plain INSERT; or, with upsert, the takeover form (INSERT … ON

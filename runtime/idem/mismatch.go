@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -99,4 +100,24 @@ func (s *Store) mismatchNotRecorded(ctx context.Context, c call, err error) {
 			" has no mismatch_at, mismatch_fingerprint columns; apply the migration idemgen generates for them (go generate, then your migration tool)"
 	}
 	s.cfg.logger.WarnContext(ctx, msg, "method", c.method, "scope", c.scope, "key", c.key, "err", err)
+}
+
+// Drain waits until the mismatch records the store writes after their
+// answer (AtomicInTx's and AtomicSQLInTx's, in the background) have ended,
+// or ctx is done. Call it on shutdown, after the last call has returned and
+// before the pool is closed, so that no refusal goes unrecorded; a test
+// calls it before reading a record. Records started while it waits are
+// waited for too.
+func (s *Store) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.records.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("idem: drain the mismatch records under way: %w", context.Cause(ctx))
+	}
 }

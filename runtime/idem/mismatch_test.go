@@ -112,7 +112,7 @@ func TestMismatchInTxRecordedOutsideTheCallersTransaction(t *testing.T) {
 			require.ErrorIs(t, err, idem.ErrMismatch, "answered while the caller holds the pool's only connection")
 			require.NoError(t, tx.exec(ctx, `INSERT INTO payments (amount) VALUES (8)`), "the caller's transaction is still usable")
 			require.NoError(t, tx.rollback(ctx))
-			idem.WaitMismatchRecords(s)
+			require.NoError(t, s.Drain(ctx))
 
 			_, at, got, _ := lastMismatch(t, e.db, "Test.Charge", "k")
 			assert.Equal(t, fp("999"), got, "recorded, though the caller rolled back")
@@ -184,7 +184,7 @@ func TestMismatchOnALedgerWithoutTheColumns(t *testing.T) {
 			_, err = p.atomicInTx(keyed("k2"), e.store, tx, e.m, fp("5"), chargeOn(5))
 			require.NoError(t, err, "the caller's transaction is untouched")
 			require.NoError(t, tx.commit(ctx))
-			idem.WaitMismatchRecords(e.store)
+			require.NoError(t, e.store.Drain(ctx))
 
 			b := newBank(t)
 			m := payoutMethod()

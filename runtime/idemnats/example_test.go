@@ -29,12 +29,11 @@ func consumeCharges(ctx context.Context, js jetstream.JetStream, svc *payments) 
 	return cons.Consume(h.Func(ctx))
 }
 
-// byEventID is docs/messaging.md's handler keyed by the request's event
-// identifier first (the field a wrapper generated with -key=req.EventID
-// reads).
+// byEventID is docs/messaging.md's handler that reads the request's event
+// identifier itself (the field a wrapper generated with -key=req.EventID
+// reads), so that a request without one is keyed by its message ID.
 func byEventID(svc *payments) *idemnats.Handler[chargeRequest, receipt] {
 	h := idemnats.NewHandler(svc.Charge, idemnats.Config[chargeRequest]{
-		Keys:       []idemnats.KeySource{idemnats.FromRequest, idemnats.FromMsgID, idemnats.FromSequence},
 		RequestKey: func(r chargeRequest) string { return r.EventID },
 	})
 	return h

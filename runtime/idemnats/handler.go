@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,9 +28,12 @@ const (
 	// FromMsgID takes the key from the message's Nats-Msg-Id header. It is
 	// skipped for a message without one.
 	FromMsgID KeySource = iota + 1
-	// FromRequest leaves the context without a key, so that the generated
-	// wrapper takes it from the request field its -key directive names. It is
-	// skipped for a request whose Config.RequestKey is "".
+	// FromRequest lets a wrapper generated with -key take the key from the
+	// request field the directive names: the sources listed after it give
+	// only the context's fallback key (idem.ContextWithFallbackKey), which
+	// that field replaces, so they key the calls of wrappers without -key.
+	// With Config.RequestKey set, the Handler reads the field itself and
+	// skips this source for a request whose field is "".
 	FromRequest
 	// FromSequence takes the key from the stream's name and the message's
 	// stream sequence, "nats-seq:STREAM:SEQ". Every JetStream message has
@@ -54,9 +58,11 @@ func (k KeySource) String() string {
 }
 
 // DefaultKeys returns the order in which a Handler looks for a message's
-// key unless Config.Keys says otherwise: FromMsgID, FromRequest,
-// FromSequence.
-func DefaultKeys() []KeySource { return []KeySource{FromMsgID, FromRequest, FromSequence} }
+// key unless Config.Keys says otherwise: FromRequest, FromMsgID,
+// FromSequence. A wrapper generated with -key is then keyed by its request
+// field, whatever message ID the publisher chose; a wrapper without one by
+// the Nats-Msg-Id header, else by the stream sequence.
+func DefaultKeys() []KeySource { return []KeySource{FromRequest, FromMsgID, FromSequence} }
 
 // Action is how a Handler settled a message with the server.
 type Action int
@@ -73,6 +79,13 @@ const (
 	// decoded, its key is invalid or names another request); the server
 	// never delivers it again, and the Handler reports it.
 	Term
+	// InProgress: the delivery is a copy of a message this Handler is
+	// still running (the server delivered it again, its AckWait having
+	// passed): the Handler told the server the message is in progress
+	// (InProgress) and left it to the running delivery, whose settle
+	// settles the message. The call does not run; Err is
+	// ErrDeliveryInFlight.
+	InProgress
 )
 
 // String returns the action's Go name.
@@ -84,6 +97,8 @@ func (a Action) String() string {
 		return "Nak"
 	case Term:
 		return "Term"
+	case InProgress:
+		return "InProgress"
 	}
 	return "Action(" + strconv.Itoa(int(a)) + ")"
 }
@@ -95,8 +110,9 @@ type Result struct {
 	// again (Nak only).
 	Delay time.Duration
 	// Source is where the key came from (0 when the message was refused
-	// before a key was chosen), Key the key ("" for FromRequest: the
-	// wrapper reads it), Scope the scope.
+	// before a key was chosen), Key the key, Scope the scope. FromRequest
+	// is reported when the wrapper keyed the call by its request field
+	// (-key); Key is then the field's value as the call read it.
 	Source KeySource
 	Key    string
 	Scope  string
@@ -120,14 +136,16 @@ type Config[Req any] struct {
 	Decode func(msg jetstream.Msg) (Req, error)
 
 	// Keys is the order in which the key is looked for; nil means
-	// DefaultKeys. The first source the message has wins.
+	// DefaultKeys. The first source the message has wins; FromRequest wins
+	// for wrappers generated with -key only (see FromRequest).
 	Keys []KeySource
 
-	// RequestKey returns the value of the request field the wrapper's -key
-	// directive names ("" when the request does not set it), so that the
-	// Handler can tell whether FromRequest applies; the wrapper itself
-	// reads and validates the field. Required when Keys lists FromRequest;
-	// with the default Keys, FromRequest is skipped when it is nil.
+	// RequestKey, optional, returns the value of the request field the
+	// wrapper's -key directive names ("" when the request does not set
+	// it). nil leaves the choice to the wrapper, which knows its field:
+	// the usual setting. Set, it makes FromRequest the Handler's own
+	// choice: a request whose field is "" is keyed by the next source
+	// instead of being refused as an empty key.
 	RequestKey func(req Req) string
 
 	// Scope returns the scope of a message's key. nil means DefaultScope:
@@ -154,9 +172,23 @@ type Config[Req any] struct {
 
 	// Progress, if positive, tells the server every Progress that the
 	// message is still being worked on (jetstream.Msg.InProgress) while the
-	// call runs, so that a call longer than AckWait is not delivered again
-	// meanwhile. Keep it well below AckWait.
+	// call runs, and while the message waits for one of Concurrency's
+	// slots, so that it is not delivered again meanwhile however long that
+	// takes. Keep it well below AckWait.
 	Progress time.Duration
+
+	// Concurrency is how many calls the function Func returns runs at
+	// once. 0 or 1: one at a time, in the goroutine Consume calls it from,
+	// so that messages Consume has pulled wait in its buffer, aging toward
+	// AckWait without progress. Above 1: Func's function takes each
+	// message at once and runs it in a goroutine of its own as soon as
+	// fewer than Concurrency calls run; a message waiting for its turn
+	// sends InProgress every Progress, which must then be set (NewHandler
+	// panics with ErrConcurrencyWithoutProgress otherwise). The consumer's
+	// MaxAckPending bounds how many messages the process holds (running or
+	// waiting): the server delivers no more while that many are
+	// unacknowledged. Handle itself always runs its message at once.
+	Concurrency int
 
 	// Logger receives a record for every terminated message (level Error)
 	// and every failed Ack, Nak or Term (level Warn); nil means
@@ -195,10 +227,25 @@ func DefaultBackoff(delivered uint64) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// ErrNoRequestKey is the panic value of NewHandler when Config.Keys lists
-// FromRequest and Config.RequestKey is nil.
+// ErrNoRequestKey was the panic value of NewHandler when Config.Keys
+// listed FromRequest without Config.RequestKey.
+//
+// Deprecated: FromRequest no longer needs Config.RequestKey (the wrapper
+// says whether it takes its key from the request), and NewHandler no longer
+// panics with it.
 var ErrNoRequestKey = errors.New("idemnats: NewHandler: Config.Keys lists FromRequest: set Config.RequestKey to the function " +
 	"that returns the request field the method's -key directive names")
+
+// ErrConcurrencyWithoutProgress is the panic value of NewHandler when
+// Config.Concurrency is above 1 and Config.Progress is not set: messages
+// waiting for a slot would age toward AckWait unnoticed.
+var ErrConcurrencyWithoutProgress = errors.New("idemnats: NewHandler: Config.Concurrency is above 1: set Config.Progress below the consumer's AckWait, " +
+	"so that the messages waiting for a slot are not delivered again while they wait")
+
+// ErrDeliveryInFlight is the error of a delivery answered with InProgress:
+// an earlier delivery of the same message runs in this Handler. It matches
+// idem.ErrInProgress.
+var ErrDeliveryInFlight = fmt.Errorf("idemnats: %w: an earlier delivery of the message runs in this handler", idem.ErrInProgress)
 
 // ErrNoKeySource is the error a message is terminated with when none of the
 // configured sources gives it a key.
@@ -206,7 +253,8 @@ var ErrNoKeySource = errors.New("idemnats: the message has no idempotency key in
 
 // Handler calls a generated wrapper's method for each JetStream message and
 // settles the message with the server from the answer. It is safe for
-// concurrent use.
+// concurrent use; with Config.Concurrency above 1 its callbacks (OnTerm,
+// OnSettle, Decode, Scope) are called concurrently.
 type Handler[Req, Resp any] struct {
 	call    func(context.Context, Req) (Resp, error)
 	cfg     Config[Req]
@@ -214,31 +262,42 @@ type Handler[Req, Resp any] struct {
 	logger  *slog.Logger
 	backoff func(uint64) time.Duration
 	scope   func(jetstream.Msg) (string, error)
+	slots   chan struct{}  // one per call running, Concurrency above 1
+	taken   sync.WaitGroup // messages Func's function took and has not settled
+
+	mu       sync.Mutex
+	inFlight map[delivery]struct{} // messages taken and not settled yet
+}
+
+// delivery names a message of a consumer, whichever time it is delivered.
+type delivery struct {
+	stream, consumer string
+	seq              uint64
 }
 
 // NewHandler returns a Handler that calls call, a generated wrapper's method
 // such as (*IdempotentPayments).Charge bound to its wrapper, for every
-// message. It panics with ErrNoRequestKey when cfg lists FromRequest
-// without cfg.RequestKey, and on a KeySource it does not know: wiring
-// mistakes that must stop the consumer at start-up.
+// message. It panics on a KeySource it does not know, and with
+// ErrConcurrencyWithoutProgress: wiring mistakes that must stop the
+// consumer at start-up.
 func NewHandler[Req, Resp any](call func(ctx context.Context, req Req) (Resp, error), cfg Config[Req]) *Handler[Req, Resp] {
-	h := &Handler[Req, Resp]{call: call, cfg: cfg, keys: cfg.Keys, logger: cfg.Logger, backoff: cfg.Backoff, scope: cfg.Scope}
+	h := &Handler[Req, Resp]{call: call, cfg: cfg, keys: cfg.Keys, logger: cfg.Logger, backoff: cfg.Backoff, scope: cfg.Scope,
+		inFlight: map[delivery]struct{}{}}
 	if h.keys == nil {
 		h.keys = DefaultKeys()
-		if cfg.RequestKey == nil {
-			h.keys = []KeySource{FromMsgID, FromSequence}
-		}
 	}
 	for _, k := range h.keys {
 		switch k {
-		case FromMsgID, FromSequence:
-		case FromRequest:
-			if cfg.RequestKey == nil {
-				panic(ErrNoRequestKey)
-			}
+		case FromMsgID, FromSequence, FromRequest:
 		default:
 			panic(fmt.Errorf("idemnats: NewHandler: unknown key source %s", k))
 		}
+	}
+	if cfg.Concurrency > 1 {
+		if cfg.Progress <= 0 {
+			panic(ErrConcurrencyWithoutProgress)
+		}
+		h.slots = make(chan struct{}, cfg.Concurrency)
 	}
 	if h.logger == nil {
 		h.logger = slog.Default()
@@ -252,18 +311,118 @@ func NewHandler[Req, Resp any](call func(ctx context.Context, req Req) (Resp, er
 	return h
 }
 
-// Func returns h.Handle as a jetstream.MessageHandler for Consume, every
-// call made with ctx (cancel it to cut the calls short when the consumer
-// stops).
+// Func returns a jetstream.MessageHandler for Consume that handles each
+// message as Handle does, every call made with ctx (cancel it to cut the
+// calls short when the consumer stops). With Config.Concurrency above 1 it
+// returns at once and the message runs in a goroutine of its own when a
+// slot is free, sending InProgress while it waits; a message still waiting
+// when ctx ends is nakked, for the server to deliver again. Wait waits for
+// those goroutines.
 func (h *Handler[Req, Resp]) Func(ctx context.Context) jetstream.MessageHandler {
-	return func(msg jetstream.Msg) { h.Handle(ctx, msg) }
+	if h.slots == nil {
+		return func(msg jetstream.Msg) { h.Handle(ctx, msg) }
+	}
+	return func(msg jetstream.Msg) {
+		h.taken.Add(1)
+		go func() {
+			defer h.taken.Done()
+			h.handleInTurn(ctx, msg)
+		}()
+	}
+}
+
+// Wait returns once every message the functions Func returned have taken
+// is settled (Config.Concurrency above 1; at once otherwise). Call it after
+// stopping the consumer (jetstream.ConsumeContext's Stop or Drain), before
+// closing what the calls use.
+func (h *Handler[Req, Resp]) Wait() { h.taken.Wait() }
+
+// handleInTurn handles msg once fewer than Config.Concurrency calls run,
+// telling the server it is in progress from now until it is settled.
+func (h *Handler[Req, Resp]) handleInTurn(ctx context.Context, msg jetstream.Msg) {
+	release, first := h.take(msg)
+	if !first {
+		h.copyInFlight(ctx, msg)
+		return
+	}
+	defer release()
+	stop := h.progress(msg)
+	select {
+	case h.slots <- struct{}{}:
+	case <-ctx.Done():
+		stop()
+		if err := msg.Nak(); err != nil {
+			h.logger.WarnContext(ctx, "idemnats: the server may not have got the Nak of a message left waiting when the consumer stopped; "+
+				"it will deliver the message again after AckWait", "subject", msg.Subject(), "error", err)
+		}
+		return
+	}
+	defer func() { <-h.slots }()
+	h.handle(ctx, msg, stop)
 }
 
 // Handle processes one message: it decodes the request, picks its key and
 // scope, calls the wrapper and settles the message (Ack, Nak or Term), and
-// returns what it did.
+// returns what it did. A delivery of a message this Handler is still
+// running (in another goroutine) is answered with InProgress instead,
+// without calling the wrapper.
 func (h *Handler[Req, Resp]) Handle(ctx context.Context, msg jetstream.Msg) Result {
+	release, first := h.take(msg)
+	if !first {
+		return h.copyInFlight(ctx, msg)
+	}
+	defer release()
+	return h.handle(ctx, msg, nil)
+}
+
+// take marks msg's message in flight until release is called; first is
+// false, and release nil, when it already was: msg is a copy the server
+// delivered again while this Handler runs the message.
+func (h *Handler[Req, Resp]) take(msg jetstream.Msg) (release func(), first bool) {
+	md, err := msg.Metadata()
+	if err != nil {
+		return func() {}, true // not a JetStream message: process terminates it
+	}
+	d := delivery{stream: md.Stream, consumer: md.Consumer, seq: md.Sequence.Stream}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.inFlight[d]; ok {
+		return nil, false
+	}
+	h.inFlight[d] = struct{}{}
+	return func() {
+		h.mu.Lock()
+		delete(h.inFlight, d)
+		h.mu.Unlock()
+	}, true
+}
+
+// copyInFlight answers a copy of a message this Handler runs: the server
+// is told the message is in progress (which restarts its AckWait), and the
+// running delivery's settle settles it.
+func (h *Handler[Req, Resp]) copyInFlight(ctx context.Context, msg jetstream.Msg) Result {
+	r := Result{Action: InProgress, Err: ErrDeliveryInFlight, SettleErr: msg.InProgress()}
+	if r.SettleErr != nil {
+		h.logger.WarnContext(ctx, "idemnats: the server may not have got the InProgress of a message delivered again while it runs; "+
+			"it will deliver the message again after AckWait", "subject", msg.Subject(), "error", r.SettleErr)
+	}
+	if h.cfg.OnSettle != nil {
+		h.cfg.OnSettle(ctx, msg, r)
+	}
+	return r
+}
+
+// handle is Handle; stopProgress, if not nil, stops the InProgress signals
+// already being sent for msg (otherwise handle sends its own while the call
+// runs, Config.Progress).
+func (h *Handler[Req, Resp]) handle(ctx context.Context, msg jetstream.Msg, stopProgress func()) Result {
+	if stopProgress == nil && h.cfg.Progress > 0 {
+		stopProgress = h.progress(msg)
+	}
 	r := h.process(ctx, msg)
+	if stopProgress != nil {
+		stopProgress() // none may follow the settle
+	}
 	switch r.Action {
 	case Ack:
 		r.SettleErr = msg.Ack()
@@ -306,13 +465,17 @@ func (h *Handler[Req, Resp]) process(ctx context.Context, msg jetstream.Msg) Res
 		r.Action, r.Err = Term, fmt.Errorf("idemnats: scope: %w", err)
 		return r
 	}
-	r.Source, r.Key = h.key(msg, md, req)
-	if r.Source == 0 {
+	var byWrapper bool
+	r.Source, r.Key, byWrapper = h.key(msg, md, req)
+	if r.Source == 0 && !byWrapper {
 		r.Action, r.Err = Term, ErrNoKeySource
 		return r
 	}
 	ctx = idem.ContextWithScope(ctx, r.Scope)
-	if r.Source != FromRequest {
+	switch {
+	case byWrapper && r.Source != 0:
+		ctx = idem.ContextWithFallbackKey(ctx, r.Key)
+	case !byWrapper && r.Source != FromRequest:
 		ctx = idem.ContextWithKey(ctx, r.Key)
 	}
 	ctx, outcome := idem.ContextWithOutcome(ctx)
@@ -321,11 +484,11 @@ func (h *Handler[Req, Resp]) process(ctx context.Context, msg jetstream.Msg) Res
 		ctx, cancel = context.WithTimeout(ctx, h.cfg.Timeout)
 		defer cancel()
 	}
-	if h.cfg.Progress > 0 {
-		defer h.progress(msg)()
-	}
 	_, r.Err = h.call(ctx, req)
 	r.Replayed = outcome.Replayed()
+	if key, fallback := outcome.Key(); byWrapper && !fallback {
+		r.Source, r.Key = FromRequest, key // the wrapper's -key field replaced the fallback
+	}
 	r.Action, r.Delay = h.settle(r.Err, md.NumDelivered)
 	return r
 }
@@ -340,23 +503,28 @@ func (h *Handler[Req, Resp]) decode(msg jetstream.Msg) (Req, error) {
 	return req, err
 }
 
-// key returns the first source in h.keys that msg has, and its key.
-func (h *Handler[Req, Resp]) key(msg jetstream.Msg, md *jetstream.MsgMetadata, req Req) (KeySource, string) {
+// key returns the first source in h.keys that msg has, and its key. When
+// FromRequest comes first and the wrapper decides it (Config.RequestKey
+// is nil), byWrapper is true and the source returned, if any, is the first
+// one after it: the fallback key, which the wrapper's -key field replaces.
+func (h *Handler[Req, Resp]) key(msg jetstream.Msg, md *jetstream.MsgMetadata, req Req) (src KeySource, key string, byWrapper bool) {
 	for _, k := range h.keys {
 		switch k {
 		case FromMsgID:
 			if id := msg.Headers().Get(HeaderMsgID); id != "" {
-				return k, id
+				return k, id, byWrapper
 			}
 		case FromRequest:
-			if v := h.cfg.RequestKey(req); v != "" {
-				return k, v
+			if h.cfg.RequestKey == nil {
+				byWrapper = true
+			} else if v := h.cfg.RequestKey(req); v != "" && !byWrapper {
+				return k, v, false
 			}
 		case FromSequence:
-			return k, "nats-seq:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
+			return k, "nats-seq:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10), byWrapper
 		}
 	}
-	return 0, ""
+	return 0, "", byWrapper
 }
 
 // settle maps the call's error to the action that settles its message.

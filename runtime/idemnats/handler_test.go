@@ -23,18 +23,26 @@ func eventID(r chargeRequest) string { return r.EventID }
 
 // A delivery whose ack is lost after its call committed is delivered again
 // after AckWait, with the same key: the wrapper replays, the method does
-// not run again, and the message is acked.
+// not run again, and the message is acked. With the default Config a
+// wrapper with -key is keyed by its field, one without by the message ID,
+// else by the stream sequence.
 func TestAckLostReplays(t *testing.T) {
 	for _, c := range []struct {
 		name, msgID, key string
+		requestKey       bool
 		source           idemnats.KeySource
 	}{
-		{"msg id", "evt-1", "evt-1", idemnats.FromMsgID},
-		{"stream sequence", "", "nats-seq:PAYMENTS:1", idemnats.FromSequence},
+		{"request field", "msg-1", "evt-1", true, idemnats.FromRequest},
+		{"msg id", "msg-1", "msg-1", false, idemnats.FromMsgID},
+		{"stream sequence", "", "nats-seq:PAYMENTS:1", false, idemnats.FromSequence},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, b := newPayments(t), newBroker(t, time.Second)
-			h := idemnats.NewHandler(p.Charge, idemnats.Config[chargeRequest]{})
+			call := p.ChargeByDelivery
+			if c.requestKey {
+				call = p.Charge
+			}
+			h := idemnats.NewHandler(call, idemnats.Config[chargeRequest]{})
 			b.publish(t, chargeRequest{EventID: "evt-1", Account: "acct", Amount: 500}, c.msgID)
 
 			first := h.Handle(t.Context(), lostAck{b.next(t)})
@@ -53,6 +61,7 @@ func TestAckLostReplays(t *testing.T) {
 			require.NoError(t, second.Err)
 			assert.Equal(t, idemnats.Ack, second.Action)
 			assert.True(t, second.Replayed, "the redelivery ran the method again")
+			assert.Equal(t, c.source, second.Source)
 			assert.Equal(t, c.key, second.Key)
 			assert.Equal(t, 1, p.effects(t))
 			b.settled(t)
@@ -61,17 +70,25 @@ func TestAckLostReplays(t *testing.T) {
 }
 
 // One business event published twice under two message IDs: a key from
-// the request's field dedupes it; a key from the message ID cannot (each
-// publication is a new message to it).
+// the request's field dedupes it, with the default Config for a wrapper
+// generated with -key; a key from the message ID cannot (each publication
+// is a new message to it).
 func TestSameEventTwoMessageIDs(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		handler func(*payments) *idemnats.Handler[chargeRequest, receipt]
 		effects int
 	}{
-		{"request field first", byEventID, 1},
-		{"msg id first (the default order)", func(p *payments) *idemnats.Handler[chargeRequest, receipt] {
-			return idemnats.NewHandler(p.Charge, idemnats.Config[chargeRequest]{RequestKey: eventID})
+		{"default config, wrapper with -key", func(p *payments) *idemnats.Handler[chargeRequest, receipt] {
+			return idemnats.NewHandler(p.Charge, idemnats.Config[chargeRequest]{})
+		}, 1},
+		{"request field first, read by the handler", byEventID, 1},
+		{"msg id first (Keys)", func(p *payments) *idemnats.Handler[chargeRequest, receipt] {
+			return idemnats.NewHandler(p.Charge, idemnats.Config[chargeRequest]{
+				Keys: []idemnats.KeySource{idemnats.FromMsgID, idemnats.FromRequest, idemnats.FromSequence}})
+		}, 2},
+		{"default config, wrapper without -key", func(p *payments) *idemnats.Handler[chargeRequest, receipt] {
+			return idemnats.NewHandler(p.ChargeByDelivery, idemnats.Config[chargeRequest]{})
 		}, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -135,18 +152,20 @@ func TestMismatchTerminated(t *testing.T) {
 }
 
 // A message delivered again while its first delivery still runs the
-// method: the second delivery gets idem.ErrInProgress and is nakked with
-// the runtime's retry-after; the first acks when it is done.
+// method in another instance of the consumer: the second delivery gets
+// idem.ErrInProgress and is nakked with the runtime's retry-after; the
+// first acks when it is done.
 func TestRedeliveredWhileRunning(t *testing.T) {
 	p, b := newPayments(t), newBroker(t, time.Second)
 	h := idemnats.NewHandler(p.Payout, idemnats.Config[chargeRequest]{})
+	other := idemnats.NewHandler(p.Payout, idemnats.Config[chargeRequest]{}) // another instance
 	b.publish(t, chargeRequest{EventID: "evt-5", Account: "acct", Amount: 5}, "evt-5")
 	first := make(chan idemnats.Result, 1)
 	m := b.next(t)
 	go func() { first <- h.Handle(t.Context(), m) }()
 	<-p.started
 
-	second := h.Handle(t.Context(), b.next(t)) // after AckWait
+	second := other.Handle(t.Context(), b.next(t)) // after AckWait
 	assert.Equal(t, idemnats.Nak, second.Action)
 	var inProgress *idem.InProgressError
 	require.ErrorAs(t, second.Err, &inProgress)
@@ -158,6 +177,44 @@ func TestRedeliveredWhileRunning(t *testing.T) {
 	require.NoError(t, r.Err)
 	assert.Equal(t, idemnats.Ack, r.Action)
 	b.settled(t)
+}
+
+// A message delivered again while the same Handler still runs it: the copy
+// is answered with InProgress without calling the wrapper (neither body nor
+// ledger), and the first delivery's Ack settles the message.
+func TestCopyOfARunningMessage(t *testing.T) {
+	p, b := newPayments(t), newBroker(t, time.Second)
+	var settled []idemnats.Result
+	h := idemnats.NewHandler(p.Payout, idemnats.Config[chargeRequest]{
+		OnSettle: func(_ context.Context, _ jetstream.Msg, r idemnats.Result) { settled = append(settled, r) },
+	})
+	b.publish(t, chargeRequest{EventID: "evt-6", Account: "acct", Amount: 6}, "evt-6")
+	first := make(chan idemnats.Result, 1)
+	m := b.next(t)
+	go func() { first <- h.Handle(t.Context(), m) }()
+	<-p.started
+
+	again := b.next(t) // after AckWait
+	md, err := again.Metadata()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, md.NumDelivered)
+	second := h.Handle(t.Context(), again)
+	assert.Equal(t, idemnats.InProgress, second.Action)
+	require.ErrorIs(t, second.Err, idemnats.ErrDeliveryInFlight)
+	require.ErrorIs(t, second.Err, idem.ErrInProgress)
+	require.NoError(t, second.SettleErr)
+	assert.Equal(t, []idemnats.Result{second}, settled)
+
+	close(p.release)
+	r := <-first
+	require.NoError(t, r.Err)
+	assert.Equal(t, idemnats.Ack, r.Action)
+	b.settled(t)
+	select {
+	case <-p.started:
+		t.Fatal("the copy ran the body")
+	default:
+	}
 }
 
 // A final error is acked: stored with the key, every delivery would get
@@ -206,9 +263,37 @@ func TestStoreErrorNakked(t *testing.T) {
 	assert.Equal(t, 0, p.effects(t))
 }
 
-func TestNewHandlerRefusesFromRequestWithoutRequestKey(t *testing.T) {
-	require.PanicsWithValue(t, idemnats.ErrNoRequestKey, func() {
-		idemnats.NewHandler((&payments{}).Charge, idemnats.Config[chargeRequest]{Keys: byRequest})
+func TestNewHandlerRefusesAnUnknownKeySource(t *testing.T) {
+	require.PanicsWithError(t, "idemnats: NewHandler: unknown key source KeySource(9)", func() {
+		idemnats.NewHandler((&payments{}).Charge, idemnats.Config[chargeRequest]{Keys: []idemnats.KeySource{9}})
+	})
+}
+
+// A request whose -key field is empty is refused as an empty key, not
+// keyed by the message ID behind the user's back; with Config.RequestKey
+// set the handler skips the field instead and takes the next source.
+func TestEmptyRequestKey(t *testing.T) {
+	t.Run("default", func(t *testing.T) {
+		p, b := newPayments(t), newBroker(t, time.Minute)
+		h := idemnats.NewHandler(p.Charge, idemnats.Config[chargeRequest]{})
+		b.publish(t, chargeRequest{Account: "acct", Amount: 1}, "msg-e")
+		r := h.Handle(t.Context(), b.next(t))
+		assert.Equal(t, idemnats.Term, r.Action)
+		require.ErrorIs(t, r.Err, idem.ErrInvalidKey)
+		assert.Equal(t, idemnats.FromRequest, r.Source)
+		assert.Equal(t, 0, p.effects(t))
+		b.settled(t)
+	})
+	t.Run("RequestKey set", func(t *testing.T) {
+		p, b := newPayments(t), newBroker(t, time.Minute)
+		h := idemnats.NewHandler(p.Charge, idemnats.Config[chargeRequest]{RequestKey: eventID})
+		b.publish(t, chargeRequest{Account: "acct", Amount: 1}, "msg-e")
+		r := h.Handle(t.Context(), b.next(t))
+		require.NoError(t, r.Err)
+		assert.Equal(t, idemnats.FromMsgID, r.Source)
+		assert.Equal(t, "msg-e", r.Key)
+		assert.Equal(t, 1, p.effects(t))
+		b.settled(t)
 	})
 }
 

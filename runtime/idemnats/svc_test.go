@@ -24,7 +24,8 @@ func TestMain(m *testing.M) { idemtest.Main(m) }
 // shaped like a generated one (the tests live in a module of their own,
 // without the generator): Charge is atomic and keyed from the context or,
 // when it carries none, from its EventID field, as a wrapper generated with
-// -key=req.EventID is; Payout is external and blocks until released.
+// -key=req.EventID is; ChargeByDelivery is Charge generated without -key;
+// Payout is external, with -key, and blocks until released.
 
 // errDeclined is Charge's final error.
 var errDeclined = errors.New("card declined")
@@ -82,9 +83,15 @@ func withFieldKey(ctx context.Context, req chargeRequest) context.Context {
 	return idem.ContextWithDefaultKey(ctx, req.EventID)
 }
 
-// Charge is the wrapper's atomic method.
+// Charge is the wrapper's atomic method, generated with -key=req.EventID.
 func (p *payments) Charge(ctx context.Context, req chargeRequest) (receipt, error) {
-	return idem.Atomic(withFieldKey(ctx, req), p.store, chargeMethod, fingerprint(chargeMethod.Name, req), func(ctx context.Context, tx pgx.Tx) (receipt, error) {
+	return p.ChargeByDelivery(withFieldKey(ctx, req), req)
+}
+
+// ChargeByDelivery is Charge in a wrapper generated without -key: keyed by
+// the context alone.
+func (p *payments) ChargeByDelivery(ctx context.Context, req chargeRequest) (receipt, error) {
+	return idem.Atomic(ctx, p.store, chargeMethod, fingerprint(chargeMethod.Name, req), func(ctx context.Context, tx pgx.Tx) (receipt, error) {
 		if req.Amount < 0 {
 			return receipt{}, fmt.Errorf("charge %d: %w", req.Amount, errDeclined)
 		}

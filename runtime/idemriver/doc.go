@@ -2,9 +2,13 @@
 // a job River retries, or a worker that dies after its work committed, has
 // one effect.
 //
-// Each worker puts the job's idempotency key (by default its ID; Config.Key
-// takes it from the job's arguments) and scope (by default the job's kind)
-// into the context, calls the wrapper, and tells River what happened:
+// Each worker puts the job's idempotency key and scope (by default the job's
+// kind) into the context, calls the wrapper, and tells River what happened.
+// By default the key of a wrapper generated with -key is its request field
+// (two jobs inserted for one event share it), and the job's ID, put in the
+// context as a fallback (idem.ContextWithFallbackKey), keys wrappers
+// without one; Config.Key sets the key from the job's arguments instead.
+// The modes:
 //
 //   - Atomic and AtomicSQL: the function calls the wrapper's ...InTx method
 //     in a transaction the worker opens; on success or replay the job is

@@ -17,14 +17,18 @@ import (
 )
 
 // Config says how a job maps to an idempotent call. The zero value keys a
-// call by the job's ID and scopes it by the job's kind.
+// call by the request field of a wrapper generated with -key, else by the
+// job's ID, and scopes it by the job's kind.
 type Config[T river.JobArgs] struct {
-	// Key returns the job's idempotency key (nil: JobIDKey). Take it from
-	// the job's arguments when the producer may insert the same work twice
-	// (a retried request, a message delivered twice): two jobs then share
-	// one key and the second replays. An empty key leaves the context
-	// without one, for a wrapper generated with -key that takes the key
-	// from the request.
+	// Key returns the job's idempotency key; it wins over a wrapper's -key
+	// field. nil puts JobIDKey in the context as a fallback
+	// (idem.ContextWithFallbackKey): a wrapper generated with -key replaces
+	// it with its request field, so two jobs inserted for one event share
+	// the field's key and the second replays; a wrapper without -key is
+	// keyed by the job's ID. Set Key to take the key from the job's
+	// arguments for a wrapper without -key, when the producer may insert
+	// the same work twice (a retried request, a message delivered twice).
+	// An empty key leaves the context without one.
 	Key func(job *river.Job[T]) string
 	// Scope returns the scope the key belongs to (nil: KindScope).
 	Scope func(job *river.Job[T]) string
@@ -60,18 +64,19 @@ func FinalErrors(errs ...error) func(error) bool {
 	}
 }
 
-// context returns ctx carrying the job's key (unless Key returns "") and scope.
+// context returns ctx carrying the job's scope and key: Key's (unless it
+// returns ""), or with Key nil the job's ID as the fallback a wrapper's
+// -key field replaces.
 func (c Config[T]) context(ctx context.Context, job *river.Job[T]) context.Context {
-	key := JobIDKey[T]
-	if c.Key != nil {
-		key = c.Key
-	}
 	scope := KindScope[T]
 	if c.Scope != nil {
 		scope = c.Scope
 	}
-	if k := key(job); k != "" {
-		ctx = idem.ContextWithKey(ctx, k)
+	switch {
+	case c.Key == nil:
+		ctx = idem.ContextWithFallbackKey(ctx, JobIDKey(job))
+	case c.Key(job) != "":
+		ctx = idem.ContextWithKey(ctx, c.Key(job))
 	}
 	return idem.ContextWithScope(ctx, scope(job))
 }

@@ -206,25 +206,89 @@ func (e *env) effects(t *testing.T, ref string) int {
 }
 
 // drivers runs a test on both River drivers, with the matching store and
-// atomic worker.
+// atomic worker; atomKeyed is atom for a wrapper generated with
+// -key=args.Ref.
 var drivers = map[string]struct {
-	start func(t *testing.T, worker func(db *idemtest.DB) river.Worker[chargeArgs]) *env
-	atom  func(db *idemtest.DB, cfg idemriver.Config[chargeArgs]) river.Worker[chargeArgs]
+	start     func(t *testing.T, worker func(db *idemtest.DB) river.Worker[chargeArgs]) *env
+	atom      func(db *idemtest.DB, cfg idemriver.Config[chargeArgs]) river.Worker[chargeArgs]
+	atomKeyed func(db *idemtest.DB, cfg idemriver.Config[chargeArgs]) river.Worker[chargeArgs]
 }{
 	"pgx": {startPgx[chargeArgs], func(db *idemtest.DB, cfg idemriver.Config[chargeArgs]) river.Worker[chargeArgs] {
-		store, err := idem.NewStore(db.Pool)
-		if err != nil {
-			panic(err)
-		}
-		return idemriver.Atomic(db.Pool, cfg, chargePgx(store))
+		return idemriver.Atomic(db.Pool, cfg, chargePgx(pgxStore(db)))
+	}, func(db *idemtest.DB, cfg idemriver.Config[chargeArgs]) river.Worker[chargeArgs] {
+		return idemriver.Atomic(db.Pool, cfg, withRefKey(chargePgx(pgxStore(db))))
 	}},
 	"database/sql": {startSQL[chargeArgs], func(db *idemtest.DB, cfg idemriver.Config[chargeArgs]) river.Worker[chargeArgs] {
-		store, err := idem.NewSQLStore(db.SQL)
-		if err != nil {
-			panic(err)
-		}
-		return idemriver.AtomicSQL(db.SQL, cfg, chargeSQL(store))
+		return idemriver.AtomicSQL(db.SQL, cfg, chargeSQL(sqlStore(db)))
+	}, func(db *idemtest.DB, cfg idemriver.Config[chargeArgs]) river.Worker[chargeArgs] {
+		return idemriver.AtomicSQL(db.SQL, cfg, withRefKey(chargeSQL(sqlStore(db))))
 	}},
+}
+
+func pgxStore(db *idemtest.DB) *idem.Store {
+	store, err := idem.NewStore(db.Pool)
+	if err != nil {
+		panic(err)
+	}
+	return store
+}
+
+func sqlStore(db *idemtest.DB) *idem.Store {
+	store, err := idem.NewSQLStore(db.SQL)
+	if err != nil {
+		panic(err)
+	}
+	return store
+}
+
+// withRefKey makes call a wrapper generated with -key=args.Ref: its first
+// line puts the field in the context unless a key is there already.
+func withRefKey[TTx any](call func(context.Context, TTx, *river.Job[chargeArgs]) error) func(context.Context, TTx, *river.Job[chargeArgs]) error {
+	return func(ctx context.Context, tx TTx, job *river.Job[chargeArgs]) error {
+		return call(idem.ContextWithDefaultKey(ctx, job.Args.Ref), tx, job)
+	}
+}
+
+// One event inserted as two jobs: with the default Config a wrapper
+// generated with -key is keyed by its field, so the second job replays; a
+// wrapper without -key is keyed by the job's ID, and both jobs run it.
+func TestDefaultConfigKeysByTheRequestField(t *testing.T) {
+	for name, d := range drivers {
+		for _, c := range []struct {
+			name    string
+			worker  func(db *idemtest.DB, cfg idemriver.Config[chargeArgs]) river.Worker[chargeArgs]
+			effects int
+		}{
+			{"wrapper with -key", d.atomKeyed, 1},
+			{"wrapper without -key", d.atom, 2},
+		} {
+			t.Run(name+"/"+c.name, func(t *testing.T) {
+				e := d.start(t, func(db *idemtest.DB) river.Worker[chargeArgs] {
+					return c.worker(db, idemriver.Config[chargeArgs]{})
+				})
+				for range 2 {
+					id, err := e.insert(t.Context(), chargeArgs{Ref: "evt-1", Amount: 500})
+					require.NoError(t, err)
+					assert.Equal(t, "completed", e.wait(t, id, ended).State)
+				}
+				assert.Equal(t, c.effects, e.effects(t, "evt-1"))
+			})
+		}
+	}
+}
+
+// Config.Key wins over the wrapper's -key field.
+func TestConfigKeyWinsOverTheRequestField(t *testing.T) {
+	d := drivers["pgx"]
+	e := d.start(t, func(db *idemtest.DB) river.Worker[chargeArgs] {
+		return d.atomKeyed(db, idemriver.Config[chargeArgs]{Key: idemriver.JobIDKey[chargeArgs]})
+	})
+	for range 2 {
+		id, err := e.insert(t.Context(), chargeArgs{Ref: "evt-2", Amount: 500})
+		require.NoError(t, err)
+		assert.Equal(t, "completed", e.wait(t, id, ended).State)
+	}
+	assert.Equal(t, 2, e.effects(t, "evt-2"))
 }
 
 func TestAtomicTwoJobsOneKeyOneEffect(t *testing.T) {

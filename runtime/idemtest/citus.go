@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -18,8 +19,9 @@ import (
 // binary a Citus cluster: a coordinator and as many workers as its value
 // says ("2"), started by this package (the extension must be installed:
 // scripts/install-citus.sh). Each test's database is then made on every
-// node, the ledger is distributed by scope, and the pool connects to the
-// coordinator. It is ignored when EnvDatabaseURL is set, and by Start, whose
+// node and the pool connects to the coordinator. The ledger this package
+// creates itself is distributed by scope; with WithMigrations the
+// migrations alone decide what is distributed (citusPlacement). It is ignored when EnvDatabaseURL is set, and by Start, whose
 // server is always a single one (StartCitus starts a cluster).
 const EnvCitus = "IDEMGEN_TEST_CITUS"
 
@@ -48,7 +50,13 @@ func citusWorkers() (int, error) {
 // cluster itself: to kill and restart its nodes (Cluster), to put a proxy in
 // front of the coordinator. Its databases (Server.New, Server.NewDB) are
 // made as EnvCitus's are. The caller must Stop it.
+//
+// Its nodes keep every commit they acknowledged when killed
+// (synchronous_commit is on, unlike EnvCitus's cluster and the single
+// test server, which nobody kills); a test that wants speed instead and
+// can lose a commit says so with "synchronous_commit=off" in cfg.Settings.
 func StartCitus(ctx context.Context, cfg pgserver.CitusConfig) (*Server, error) {
+	cfg.Settings = append([]string{"synchronous_commit=on"}, cfg.Settings...)
 	srv, err := startCitus(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -96,6 +104,9 @@ func (s *Server) New(t testing.TB, opts ...Option) *DB {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
+	if db.note != "" {
+		t.Log(db.note)
+	}
 	t.Cleanup(func() {
 		if err := db.close(); err != nil {
 			t.Errorf("%v", err)
@@ -104,28 +115,60 @@ func (s *Server) New(t testing.TB, opts ...Option) *DB {
 	return db
 }
 
-// citusDistributeLedger distributes the ledger table by scope on a Citus
-// cluster, as the ledger's migration for a distributed database is to do
-// (create_distributed_table): the tests' stand-in until the generated
-// migration carries that statement. A ledger that is already distributed
-// (by a migration) is left as it is. It runs after the migrations and the
-// ledger DDL, before WithSetup's statements, which may then co-locate
-// business tables with it (colocate_with => the ledger's name).
+// citusDistributeLedger distributes the ledger this package created itself
+// (the ledger DDL of a test without WithMigrations) by scope on a Citus
+// cluster, as the migration -distributed generates does
+// (create_distributed_table). It runs after the ledger DDL, before
+// WithSetup's statements, which may then co-locate business tables with it
+// (colocate_with => the ledger's name). A ledger the package's migrations
+// made is never distributed here: the tests then run on the schema the
+// migrations ship (citusPlacement).
 func citusDistributeLedger(ctx context.Context, conn *pgx.Conn, table string) error {
 	l, err := idem.LedgerSchema(table)
 	if err != nil {
 		return fmt.Errorf("ledger table: %w", err)
 	}
-	name := l.Table.Quoted() // as regclass reads it
-	var distributed bool
-	if err := conn.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, name).Scan(&distributed); err != nil {
-		return fmt.Errorf("is %s distributed: %w", name, err)
-	}
-	if distributed {
-		return nil
-	}
-	if _, err := conn.Exec(ctx, `SELECT create_distributed_table($1, 'scope')`, name); err != nil {
-		return fmt.Errorf("distribute %s by scope: %w", name, err)
+	if _, err := conn.Exec(ctx, `SELECT create_distributed_table($1, 'scope')`, l.Table.Quoted()); err != nil {
+		return fmt.Errorf("distribute %s by scope: %w", l.Table.Quoted(), err)
 	}
 	return nil
+}
+
+// citusPlacementSQL reads, for the ledger $1, whether Citus distributes it
+// and which other tables it distributes by hash (their names, sorted).
+const citusPlacementSQL = `SELECT
+    EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = to_regclass($1)),
+    coalesce((SELECT array_agg(logicalrelid::text ORDER BY logicalrelid::text) FROM pg_dist_partition
+        WHERE partmethod = 'h' AND logicalrelid IS DISTINCT FROM to_regclass($1)), '{}')`
+
+// citusPlacement checks, on a Citus cluster, where the package's migrations
+// left the ledger table. Distributed: nothing to say. Left on the
+// coordinator beside tables Citus distributes: an error naming
+// -distributed, since a call writing the ledger and a tenant's rows then
+// commits on two nodes, never on the tenant's alone (docs/ha.md's "one
+// tenant, one node" does not hold). Left on the coordinator with every
+// other table: a note, since the promises hold there as on one server.
+func citusPlacement(ctx context.Context, conn *pgx.Conn, table string) (note string, err error) {
+	l, err := idem.LedgerSchema(table)
+	if err != nil {
+		return "", fmt.Errorf("ledger table: %w", err)
+	}
+	name := l.Table.Quoted()
+	var distributed bool
+	var others []string
+	if err := conn.QueryRow(ctx, citusPlacementSQL, name).Scan(&distributed, &others); err != nil {
+		return "", fmt.Errorf("where the migrations left %s: %w", name, err)
+	}
+	switch {
+	case distributed:
+		return "", nil
+	case len(others) > 0:
+		return "", fmt.Errorf("the migrations leave the ledger %s on the Citus coordinator beside the distributed tables %s: "+
+			"a call that writes the ledger and a tenant's rows commits on two nodes (two-phase commit), never on the tenant's node alone; "+
+			"generate the package with -distributed=citus:TABLE.COLUMN, naming the table the ledger lives beside and its distribution column "+
+			"(e.g. -distributed=citus:%s.tenant_id), so that its migration distributes the ledger by scope, co-located with it (docs/ha.md)",
+			name, strings.Join(others, ", "), others[0])
+	}
+	return fmt.Sprintf("idemtest: on this Citus cluster the migrations distribute no table: the ledger %s and every other table stay on the coordinator, "+
+		"as on one server (-distributed=citus:TABLE.COLUMN distributes the ledger beside a distributed table: docs/ha.md)", name), nil
 }

@@ -20,9 +20,13 @@
 //
 // With IDEMGEN_TEST_CITUS set to a number of workers (and no URL), the
 // server is a Citus cluster this package starts: each test's database is
-// made on every node, with the extension and the workers registered, the
-// ledger is distributed by scope, and the pool connects to the coordinator
-// ([EnvCitus]; the extension must be installed: scripts/install-citus.sh). A
+// made on every node, with the extension and the workers registered, and
+// the pool connects to the coordinator ([EnvCitus]; the extension must be
+// installed: scripts/install-citus.sh). The ledger New creates itself is
+// distributed by scope; with [WithMigrations] nothing is distributed but
+// what the migrations distribute, and a ledger they leave on the
+// coordinator beside distributed tables fails New, naming idemgen's
+// -distributed flag. A
 // test that kills the cluster's nodes starts one of its own with
 // [StartCitus] and gets databases from [Server.New].
 //

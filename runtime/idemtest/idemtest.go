@@ -40,7 +40,8 @@ type DB struct {
 	URL  string        // connection string of the fresh database (for tools like goose/dbmate/psql); a postgres:// URL unless IDEMGEN_TEST_DATABASE_URL is in keyword/value form
 	Name string        // database name
 
-	srv *server // the server the database lives on
+	srv  *server // the server the database lives on
+	note string  // what New logs about the database (citusPlacement)
 }
 
 // Option configures New.
@@ -99,6 +100,9 @@ func New(t testing.TB, opts ...Option) *DB {
 	db, err := srv.newDB(ctx, t.Name(), o)
 	if err != nil {
 		t.Fatalf("%v", err)
+	}
+	if db.note != "" {
+		t.Log(db.note)
 	}
 	t.Cleanup(func() {
 		if err := db.close(); err != nil {
@@ -195,7 +199,7 @@ func (s *server) newDB(ctx context.Context, name string, o options) (_ *DB, err 
 		}
 	}
 	if s.citus != nil {
-		if err := s.citusSetup(ctx, db.URL, o, ledgerDDL); err != nil {
+		if db.note, err = s.citusSetup(ctx, db.URL, o, ledgerDDL); err != nil {
 			return nil, fmt.Errorf("idemtest: set up %s: %w", dbName, err)
 		}
 	} else if stmts := append(ledgerDDL, o.setup...); len(stmts) > 0 {
@@ -209,16 +213,20 @@ func (s *server) newDB(ctx context.Context, name string, o options) (_ *DB, err 
 }
 
 // citusSetup runs, on a Citus cluster, the ledger DDL, distributes the
-// ledger by scope (citusDistributeLedger; with WithMigrations, the table
-// WithTable names, which the migrations made), then runs WithSetup's
-// statements.
-func (s *server) citusSetup(ctx context.Context, url string, o options, ledgerDDL []string) error {
+// ledger it made by scope (citusDistributeLedger), checks where the
+// migrations left theirs (citusPlacement: an error, or a note), then runs
+// WithSetup's statements.
+func (s *server) citusSetup(ctx context.Context, url string, o options, ledgerDDL []string) (note string, err error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return "", fmt.Errorf("connect: %w", err)
 	}
 	err = execAll(ctx, conn, ledgerDDL)
-	if err == nil && (!o.noLedger || o.migrations != nil) {
+	switch {
+	case err != nil:
+	case o.migrations != nil:
+		note, err = citusPlacement(ctx, conn, o.table)
+	case !o.noLedger:
 		err = citusDistributeLedger(ctx, conn, o.table)
 	}
 	if err == nil {
@@ -227,7 +235,7 @@ func (s *server) citusSetup(ctx context.Context, url string, o options, ledgerDD
 	if cerr := conn.Close(ctx); err == nil && cerr != nil {
 		err = fmt.Errorf("close connection: %w", cerr)
 	}
-	return err
+	return note, err
 }
 
 // execURL runs stmts in order on one new connection to the database at url.

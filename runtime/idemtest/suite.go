@@ -83,7 +83,7 @@ func newEnv(t *testing.T, pkg Package, method string, withClock bool, store Stor
 		schema = WithTable(table)
 	}
 	// WithTable after WithMigrations names the ledger the migrations make,
-	// which a Citus cluster's database distributes (EnvCitus).
+	// whose placement a Citus cluster's database checks (EnvCitus).
 	e := &env{db: New(t, schema, WithTable(table)), method: method}
 	e.table = pgx.Identifier(strings.Split(table, ".")).Sanitize()
 	opts := []idem.Option{idem.WithTable(table), idem.WithHooks(idem.Hooks{
@@ -105,6 +105,29 @@ func newEnv(t *testing.T, pkg Package, method string, withClock bool, store Stor
 	}
 	e.store = st
 	return e
+}
+
+// wantMismatchRecorded fails the test unless the ledger row of key holds
+// the record of a refused request with fingerprint fp (mismatch_at set,
+// mismatch_fingerprint fp), as idemledger inspect shows it to an operator
+// asked about the refusal. It first waits for the records the store writes
+// after their answer (idem.Store.Drain). what says which refusal it was.
+func (e *env) wantMismatchRecorded(t *testing.T, key string, fp []byte, what string) {
+	t.Helper()
+	ctx := t.Context()
+	if err := e.store.Drain(ctx); err != nil {
+		t.Fatalf("%v", err)
+	}
+	var at *time.Time
+	var got []byte
+	q := "SELECT mismatch_at, mismatch_fingerprint FROM " + e.table + " WHERE method = $1 AND key = $2"
+	if err := e.db.Pool.QueryRow(ctx, q, e.method, key).Scan(&at, &got); err != nil {
+		t.Fatalf("read the mismatch record of key %q: %v", key, err)
+	}
+	if at == nil || string(got) != string(fp) {
+		t.Errorf("%s: the ledger row of key %q holds mismatch_at %v, mismatch_fingerprint %x, want the refused request's record "+
+			"(fingerprint %x): the refusal left no record for an operator (idemledger inspect)", what, key, at, got, fp)
+	}
 }
 
 func (e *env) meet(fn func(*Meeting)) {

@@ -80,6 +80,9 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 	l.finalErrors(t)
 	t.Run("in the caller's transaction", s.inTx(l, rt))
 	t.Run("failing body in the caller's transaction", s.failingInTx(l, rt))
+	if s.Other != nil {
+		t.Run("mismatch in the caller's transaction, rolled back", s.mismatchInTx(l, rt))
+	}
 	t.Run("twin recorded during the body", s.twinDuringBody(l, rt, twinCase{}))
 	t.Run("body error after a twin recorded", s.twinDuringBody(l, rt, twinCase{fail: true}))
 	t.Run("twin recorded during the body in the caller's transaction", s.twinDuringBody(l, rt, twinCase{inTx: true}))
@@ -183,6 +186,29 @@ func (s AtomicTx[S, W, A, R, T]) inTx(l ledgerSuite[S, W, A, R], rt callerTx[T])
 		must(t, "commit", rt.commit(ctx, tx))
 		e.wantExecutions(t, 1)
 		e.wantRows(t, 1)
+	}
+}
+
+// mismatchInTx: a request refused as a mismatch inside a caller's
+// transaction, which the caller then rolls back, still leaves the key's
+// mismatch record: the record is written outside the caller's transaction.
+func (s AtomicTx[S, W, A, R, T]) mismatchInTx(l ledgerSuite[S, W, A, R], rt callerTx[T]) func(*testing.T) {
+	return func(t *testing.T) {
+		e, _, w := l.setup(t)
+		const key = "in-tx-mismatch"
+		ctx := keyCtx(t, key, "")
+		_, err := s.Call(w, ctx, s.Sample(t))
+		must(t, "first call (the request from "+funcName(s.Sample)+" must succeed)", err)
+		o := otherRequest(t, s.Sample, s.Other, s.Fingerprint)
+		tx, err := rt.begin(ctx, e.db)
+		must(t, "begin", err)
+		defer func() { _ = rt.rollback(ctx, tx) }() // after Rollback, a no-op
+		if _, err := s.CallInTx(w, ctx, tx, o); !errors.Is(err, idem.ErrMismatch) {
+			t.Fatalf("same key, different request in the caller's transaction: got error %v, want idem.ErrMismatch", err)
+		}
+		must(t, "rollback", rt.rollback(ctx, tx))
+		e.wantMismatchRecorded(t, key, s.Fingerprint(o), "a mismatch refused in the caller's transaction, which then rolled back")
+		e.wantExecutions(t, 1)
 	}
 }
 

@@ -137,7 +137,7 @@ func (l ledgerSuite[S, W, A, R]) race(n int, key string) func(*testing.T) {
 }
 
 // mismatch: the same key with another request is refused with
-// idem.ErrMismatch and runs nothing.
+// idem.ErrMismatch, runs nothing, and leaves the refusal's record.
 func (l ledgerSuite[S, W, A, R]) mismatch(t *testing.T) {
 	e, _, w := l.setup(t)
 	ctx := l.ctx(t, "reused", "", false)
@@ -148,6 +148,7 @@ func (l ledgerSuite[S, W, A, R]) mismatch(t *testing.T) {
 	}
 	e.wantExecutions(t, 1)
 	e.wantRows(t, 1)
+	e.wantMismatchRecorded(t, "reused", l.fp(o), "same key, different request")
 }
 
 // twoCalls: different keys, or one key in two scopes, are two requests:

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -67,16 +68,15 @@ func citusSettings(workers int) []string {
 		"shared_buffers=32MB",
 		"max_wal_size=1GB",
 		"full_page_writes=off",
-		"synchronous_commit=off",
+		// synchronous_commit stays on (PostgreSQL's default): a node
+		// killed (Server.Kill) keeps every commit it acknowledged. Only
+		// a crash of the machine loses them (fsync is off).
 		// A transaction that writes on two workers commits by two-phase
 		// commit: each worker prepares it.
 		"max_prepared_transactions=" + strconv.Itoa(100*max(workers, 1)),
 		// Every database with the extension runs a Citus maintenance
 		// daemon, a background worker: room for the tests' databases.
 		"max_worker_processes=64",
-		// Prepared transactions a crash left behind are committed or
-		// rolled back within a second, not a minute.
-		"citus.recover_2pc_interval=1s",
 		// Loopback: no TLS between the nodes.
 		"citus.node_conninfo=sslmode=disable",
 		// Citus ships an anonymous statistics collector: a test server
@@ -129,7 +129,13 @@ func StartCitus(ctx context.Context, cfg CitusConfig) (_ *Citus, err error) {
 				errs[i] = nodes[i].execIn(ctx, citusTemplate, "CREATE EXTENSION citus")
 			}
 			if errs[i] == nil {
-				errs[i] = nodes[i].Exec(ctx, "ALTER DATABASE "+citusTemplate+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false")
+				errs[i] = nodes[i].Exec(ctx, "ALTER DATABASE "+citusTemplate+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false",
+					// Prepared transactions a crash left behind are
+					// committed or rolled back within a second, not a
+					// minute. In postgresql.auto.conf, not on the command
+					// line, so that Recover2PCEvery can change it.
+					"ALTER SYSTEM SET citus.recover_2pc_interval = 1000",
+					"SELECT pg_reload_conf()")
 			}
 		})
 	}
@@ -177,6 +183,39 @@ func (c *Citus) Servers() []*Server {
 		all = append(all, c.Coordinator)
 	}
 	return append(all, c.Workers...)
+}
+
+// Recover2PCEvery sets how often every node's Citus maintenance daemon
+// recovers the two-phase commits a crash left prepared
+// (citus.recover_2pc_interval, 1s after StartCitus; 0 or less: never, so a
+// test can count the transactions pg_dist_transaction records), on the
+// running cluster: ALTER SYSTEM, then a configuration reload on every
+// node, waiting until each reports the new value. A value set in
+// CitusConfig.Settings is on the command line, which ALTER SYSTEM cannot
+// override: it fails then.
+func (c *Citus) Recover2PCEvery(ctx context.Context, d time.Duration) error {
+	want := int64(-1)
+	if d > 0 {
+		want = max(d.Milliseconds(), 1)
+	}
+	for _, s := range c.Servers() {
+		var source string
+		if err := s.queryRow(ctx, `SELECT source FROM pg_settings WHERE name = 'citus.recover_2pc_interval'`, &source); err != nil {
+			return err
+		}
+		if source == "command line" {
+			return fmt.Errorf("pgserver: %s: citus.recover_2pc_interval is set in CitusConfig.Settings (the command line), which ALTER SYSTEM cannot override", s.Name())
+		}
+		set := fmt.Sprintf("ALTER SYSTEM SET citus.recover_2pc_interval = %d", want)
+		if err := s.Exec(ctx, set, "SELECT pg_reload_conf()"); err != nil {
+			return err
+		}
+		reloaded := fmt.Sprintf(`SELECT setting = '%d' FROM pg_settings WHERE name = 'citus.recover_2pc_interval'`, want)
+		if err := s.WaitFor(ctx, "citus.recover_2pc_interval reloaded", reloaded); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // URL is the connection string of database db on the coordinator, where

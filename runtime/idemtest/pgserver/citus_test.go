@@ -60,6 +60,20 @@ func TestCitus(t *testing.T) {
 JOIN citus_shards s USING (shardid) WHERE r.result::int > 0 AND s.nodeport = current_setting('port')::int`, nil, &onWorker))
 	assert.Equal(t, 1, onWorker, "WorkerFor names the worker holding tenant-3's rows")
 
+	for _, s := range c.Servers() {
+		assert.Equal(t, "on", query[string](t, s.URL("postgres"), "SHOW synchronous_commit"),
+			"%s acknowledges commits it would lose to a kill", s.Name())
+		assert.Equal(t, "1s", query[string](t, s.URL("postgres"), "SHOW citus.recover_2pc_interval"), "on %s", s.Name())
+	}
+	require.NoError(t, c.Recover2PCEvery(ctx, 0), "two-phase-commit recovery switched off on the running cluster")
+	for _, s := range c.Servers() {
+		assert.Equal(t, "-1", query[string](t, s.URL("postgres"), "SHOW citus.recover_2pc_interval"), "on %s", s.Name())
+	}
+	require.NoError(t, c.Recover2PCEvery(ctx, 2*time.Second))
+	assert.Equal(t, "2s", query[string](t, w.URL("postgres"), "SHOW citus.recover_2pc_interval"))
+
+	// Each node crashed (SIGKILL to every process) in turn: the rows it
+	// acknowledged survive.
 	for i, s := range []*Server{w, c.Coordinator} {
 		require.NoError(t, s.Kill(ctx))
 		require.NoError(t, s.Start(ctx))

@@ -1,8 +1,10 @@
 // Package pgserver starts throwaway PostgreSQL servers and clusters for tests
 // and demos: initdb into a temporary directory, postgres on a unix socket
 // there and, when asked, on 127.0.0.1 at a free port, with durability
-// switched off; stopped, killed (an immediate shutdown, as a crash) and
-// started again on the same port; and clusters of such servers: a primary
+// switched off (a Citus cluster's nodes keep synchronous_commit on);
+// stopped cleanly, shut down immediately (SIGQUIT), killed as a crash kills
+// (SIGKILL to the postmaster and every backend) and started again on the
+// same port; and clusters of such servers: a primary
 // with streaming standbys, or a Citus coordinator with its workers.
 //
 // The binaries are found on PATH or under /usr/lib/postgresql/*/bin (the

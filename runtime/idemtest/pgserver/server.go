@@ -258,13 +258,37 @@ func (s *Server) Stop(ctx context.Context) error {
 	return s.signal(ctx, syscall.SIGINT)
 }
 
-// Kill stops s at once, the way a crash does: an immediate shutdown (what
-// pg_ctl stop -m immediate sends: every backend killed, nothing flushed,
-// the next start runs crash recovery), and waits until it has exited, or,
-// once ctx ends or after ten seconds, kills it. A server not running is left
-// alone.
-func (s *Server) Kill(ctx context.Context) error {
+// ShutdownImmediate stops s at once with PostgreSQL's immediate shutdown
+// (SIGQUIT, what pg_ctl stop -m immediate sends: the postmaster tells every
+// backend to quit, nothing is flushed, the next start runs crash recovery),
+// and waits until it has exited, or, once ctx ends or after ten seconds,
+// kills it. The server takes part in its own end: for a crash it has no
+// say in, see Kill. A server not running is left alone.
+func (s *Server) ShutdownImmediate(ctx context.Context) error {
 	return s.signal(ctx, syscall.SIGQUIT)
+}
+
+// Kill crashes s: SIGKILL to the postmaster and to every process it
+// started (backends, background workers, the WAL writer), at the same
+// instant, as the kernel's OOM killer or a lost machine ends them, with no
+// signal handler run; then it waits until they are gone (or ctx ends). The
+// next Start runs crash recovery. What survives is what the server wrote
+// out before: with synchronous_commit on (PostgreSQL's default, and every
+// node of StartCitus's unless its Settings say otherwise) every
+// acknowledged commit, since fsync being off only matters when the
+// machine itself stops. Outside Linux the postmaster alone is killed and
+// its children exit on their own when they notice. A server not running
+// is left alone.
+func (s *Server) Kill(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == nil || exited(s.running) {
+		return nil
+	}
+	if err := killTree(ctx, s.running); err != nil {
+		return fmt.Errorf("pgserver: kill %s: %w", s.name, err)
+	}
+	return nil
 }
 
 // Restart stops s (Stop) and starts it again (Start).
@@ -288,11 +312,11 @@ func (s *Server) signal(ctx context.Context, sig syscall.Signal) error {
 	return nil
 }
 
-// Close kills s (Kill) and removes its directory.
+// Close stops s (ShutdownImmediate) and removes its directory.
 func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), killGrace)
 	defer cancel()
-	err := s.Kill(ctx)
+	err := s.ShutdownImmediate(ctx)
 	if rerr := os.RemoveAll(s.dir); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("pgserver: remove %s: %w", s.dir, rerr))
 	}

@@ -134,9 +134,11 @@ func TestSocketOnly(t *testing.T) {
 	assert.NoDirExists(t, s.Dir(), "the server directory is left behind")
 }
 
-// TestKillStopRestart kills a server on TCP (an immediate shutdown: the
-// next start runs crash recovery), starts it again on the same port, stops
-// it cleanly, restarts it, and checks a committed row survives each.
+// TestKillStopRestart crashes a server on TCP (Kill: SIGKILL to the
+// postmaster and every backend, the next start runs crash recovery),
+// starts it again on the same port, shuts it down immediately
+// (ShutdownImmediate), stops it cleanly, restarts it, and checks a
+// committed row survives each.
 func TestKillStopRestart(t *testing.T) {
 	s, err := Start(t.Context(), Config{TCP: true})
 	require.NoError(t, err)
@@ -147,15 +149,35 @@ func TestKillStopRestart(t *testing.T) {
 	require.NoError(t, s.Exec(t.Context(), "CREATE TABLE t (v int)", "INSERT INTO t VALUES (7)"))
 
 	ctx := t.Context()
+	// A session open across the kill: its backend must die with the
+	// postmaster, not linger until it notices.
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	require.NoError(t, err)
+	var backend int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend))
+	pid := s.Pid()
 	require.NoError(t, s.Kill(ctx))
 	assert.Zero(t, s.Pid())
+	assert.False(t, live(pid), "the postmaster outlived Kill")
+	assert.False(t, live(backend), "a backend outlived Kill")
+	_, err = conn.Exec(ctx, "SELECT 1")
+	require.Error(t, err, "a session of a killed server still answers")
+	_ = conn.Close(ctx)
 	_, err = pgx.Connect(ctx, s.URL("postgres"))
 	require.Error(t, err, "a killed server accepts connections")
 	require.NoError(t, s.Kill(ctx), "killing a server not running")
 	require.NoError(t, s.Start(ctx))
 	assert.Equal(t, 7, query[int](t, s.URL("postgres"), "SELECT v FROM t"))
 	assert.Contains(t, s.LogTail(), "database system was interrupted", "no crash recovery after Kill")
+	assert.NotContains(t, s.LogTail(), "immediate shutdown request", "Kill let the postmaster run its shutdown")
 	require.Error(t, s.Start(ctx), "starting a running server")
+
+	require.NoError(t, s.ShutdownImmediate(ctx))
+	assert.Zero(t, s.Pid())
+	assert.Contains(t, s.LogTail(), "immediate shutdown request")
+	require.NoError(t, s.ShutdownImmediate(ctx), "shutting down a server not running")
+	require.NoError(t, s.Start(ctx))
+	assert.Equal(t, 7, query[int](t, s.URL("postgres"), "SELECT v FROM t"))
 
 	require.NoError(t, s.Stop(ctx))
 	assert.Zero(t, s.Pid())
