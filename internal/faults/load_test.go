@@ -169,6 +169,8 @@ type envConfig struct {
 	// on (newCitusEnv): the payments table is citusPaymentsDDL's, without
 	// inline mode's columns.
 	citus *idemtest.Server
+	// maxActive, if set, bounds how many intentions a storm runs at once.
+	maxActive int
 	// executed, if set, runs in the Executed hook: after a body returned,
 	// before its result is stored.
 	executed func(context.Context, idem.Event)
@@ -632,7 +634,11 @@ func (e *env) retryUntilDone(in intent, wait bool) {
 func (e *env) storm(ins []intent, twins int) (wait func()) {
 	var wg sync.WaitGroup
 	release := make(chan struct{})
-	active := make(chan struct{}, activeIntentions(len(ins)))
+	n := activeIntentions(len(ins))
+	if e.cfg.maxActive > 0 {
+		n = min(n, e.cfg.maxActive)
+	}
+	active := make(chan struct{}, n)
 	for _, in := range ins {
 		wg.Go(func() {
 			<-release
