@@ -24,6 +24,15 @@
 // messages pending at the end and repeated downstream calls
 // (docs/messaging.md).
 //
+// Every scenario also records its history (each call's invocation and
+// return, key, fingerprint and answer; the effects read at the end as each
+// key's final read) and checks it for linearizability with porcupine
+// against package linear's model of the promise. A history that is not
+// linearizable fails the scenario, naming the HTML picture porcupine drew
+// of it (-faults.pictures picks its directory). TestFailover requires its
+// asynchronous standby's history not to be linearizable.
+// TestSeededFaultSchedule runs a load under faults drawn from -faults.seed.
+//
 // BenchmarkRiverRecovery (not run by the tests) kills a River worker
 // process with SIGKILL while an external job's body runs, starts it again,
 // and reports how long the job took to be rescued, to run again and to
@@ -42,5 +51,5 @@
 // the project's go.mod. Run it with the project's test script, or here:
 //
 //	go test -race ./...                 # the short mode CI runs
-//	go test -race -run . -faults.long   # bigger counts, and the table of docs/guarantees.md
+//	go test -race -run . -faults.long   # bigger counts, and the tables of docs/guarantees.md
 package faults

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/anishathalye/porcupine"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/faults/linear"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
 )
@@ -59,6 +61,9 @@ type failoverWorld struct {
 	svc     *service
 	bank    *bank
 
+	history *linear.Recorder
+	late    []intent // run only after the standby's link is cut (asynchronous)
+
 	mu        sync.Mutex
 	answers   map[string][]any // successes per intention (intent.id)
 	unknown   map[string]int
@@ -88,8 +93,15 @@ func TestFailover(t *testing.T) {
 		t.Run(strings.ReplaceAll(r.name, " ", "_"), func(t *testing.T) {
 			w := newFailoverWorld(t, r, clusters[i])
 			ins := withInline(intents("fo", n, n), "fo", n)
+			if r.level == "" {
+				// One intention of each mode runs to success after the
+				// standby's link is cut and before the primary dies: its
+				// success is certainly lost with an asynchronous standby.
+				w.late = withInline(intents("fo-late", 1, 1), "fo-late", 1)
+			}
 			counts := w.run(ins, r)
 			table[r.name] = counts
+			w.checkLinear(r, append(ins, w.late...))
 			for _, k := range []kind{atomicCall, externalCall, inlineCall} {
 				c := counts[k]
 				assert.Zero(t, c.gaveUp, "%s %s: intentions not settled", r.name, kindName(k))
@@ -171,7 +183,7 @@ func newFailoverWorld(t *testing.T, r replication, lc *linkedCluster) *failoverW
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	w := &failoverWorld{t: t, bank: newBank(), answers: map[string][]any{}, unknown: map[string]int{}, stored: map[string]bool{}, gaveUp: map[string]bool{}}
+	w := &failoverWorld{t: t, bank: newBank(), history: linear.NewRecorder(), answers: map[string][]any{}, unknown: map[string]int{}, stored: map[string]bool{}, gaveUp: map[string]bool{}}
 	w.cluster, w.link = lc.cluster, lc.link
 	c := w.cluster
 	var err error
@@ -201,7 +213,8 @@ func newFailoverWorld(t *testing.T, r replication, lc *linkedCluster) *failoverW
 		idem.WithBackoff(5*time.Millisecond),
 		// Above a synchronous commit's time on this loaded link: a step
 		// write cut off by it is stored as an unknown outcome for good.
-		idem.WithFinaliseTimeout(2*time.Second))
+		idem.WithFinaliseTimeout(2*time.Second),
+		idem.WithHooks(idem.Hooks{Executed: func(ctx context.Context, _ idem.Event) { markRan(ctx) }}))
 	require.NoError(t, err)
 	w.svc = newService(store, w.bank)
 	return w
@@ -222,11 +235,11 @@ func (w *failoverWorld) run(ins []intent, r replication) map[kind]failoverCounts
 	// Every client retries once more after the failover, as one whose
 	// answer was lost on the way does: a key the new primary has forgotten
 	// runs again.
-	for _, in := range ins {
+	for _, in := range append(ins, w.late...) {
 		wg.Go(func() { w.client(in) })
 	}
 	wg.Wait()
-	counts := w.count(ins)
+	counts := w.count(append(ins, w.late...))
 	t.Logf("%s: %+v", r.name, counts)
 	return counts
 }
@@ -239,6 +252,9 @@ func (w *failoverWorld) failover(r replication) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w.link.Stop()
+	for _, in := range w.late {
+		w.client(in)
+	}
 	if r.level != "" {
 		// Commits wait for the standby now; let callers give up on some
 		// (their COMMITs are cut short by the finalise timeout, their
@@ -302,6 +318,15 @@ func (w *failoverWorld) call(in intent) (resp any, replayed bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), failoverDeadline)
 	defer cancel()
 	ctx, o := idem.ContextWithOutcome(idem.ContextWithScope(idem.ContextWithKey(ctx, in.key), scope))
+	ctx, ran := withRan(ctx)
+	lc := w.history.Begin(linInputAt(in, in.key))
+	defer func() {
+		if err == nil {
+			lc.End(linear.Output{Answer: linear.Value, Value: render(resp), Replayed: replayed, Ran: ran.Load()})
+		} else {
+			lc.End(errOutput(errKind(err), replayed, ran.Load()))
+		}
+	}()
 	switch in.kind {
 	case atomicCall:
 		resp, err = w.svc.Charge(ctx, in.req)
@@ -381,4 +406,37 @@ func (w *failoverWorld) lostAnswer(in intent, payments map[int64]receipt) bool {
 		}
 	}
 	return false
+}
+
+// checkLinear checks the setting's history for linearizability: with a
+// synchronous standby it must be linearizable; with an asynchronous one
+// (documented unsafe for external mode, docs/ha.md) it must not be, and the
+// successes of the intentions made after the link was cut must be among
+// what the checker reports.
+func (w *failoverWorld) checkLinear(r replication, ins []intent) {
+	t := w.t
+	t.Helper()
+	rows, err := w.pool.Query(context.Background(), `SELECT id, key, memo, amount FROM payments`)
+	require.NoError(t, err)
+	payments := map[int64]receipt{}
+	for rows.Next() {
+		var p receipt
+		require.NoError(t, rows.Scan(&p.ID, &p.Key, &p.Memo, &p.Amount))
+		payments[p.ID] = p
+	}
+	require.NoError(t, rows.Err())
+	transfers, _ := w.bank.snapshot()
+	name := "failover to a standby, " + r.name
+	res := checkHistory(t, name, w.history, ins, func(in intent) string { return in.key }, payments, transfers)
+	t.Logf("%s: %s", name, res)
+	record(figures{name: name, linear: res})
+	if r.level != "" {
+		assert.NoError(t, res.Err(), "%s", name)
+		return
+	}
+	require.Equal(t, porcupine.Illegal, res.Verdict, "%s: an asynchronous standby loses acknowledged work: the history must not be linearizable", name)
+	for _, in := range w.late {
+		assert.Contains(t, res.Failing, in.key, "%s: the success of %s, made after the standby's link was cut, is lost", name, in.key)
+	}
+	t.Logf("%s: as expected, %v", name, res.Err())
 }

@@ -10,6 +10,7 @@ replace (
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemnats v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemriver v0.0.0-00010101000000-000000000000

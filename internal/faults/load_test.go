@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -23,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/idemgen/idemgen/internal/faults/linear"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemtest/pgserver"
@@ -116,6 +118,9 @@ type figures struct {
 	maxLatency            time.Duration
 	hung, gaveUp, bodyRan int64
 	late                  int64 // calls still running a second past their deadline
+	// linear is the verdict of the linearizability check of the
+	// scenario's history (zero if it was not checked).
+	linear linear.Result
 }
 
 // env is one scenario's world: a fresh database (idemtest), a fault proxy in
@@ -143,10 +148,13 @@ type env struct {
 	firstErrs map[string]error // the first error of each kind, for messages
 	inflight  map[int64]bool   // calls running now, by id
 	nextID    int64
-	returned  *sync.Cond    // signalled when a call returns
-	stormDone bool          // every caller of the storm has finished
-	lateStack string        // where the first call past its deadline waited
-	done      chan struct{} // closed when every caller of the storm has finished
+	history   *linear.Recorder
+	linKeys   map[string]string // the history's key of each intention (intent.id), see linKey
+	keyEras   map[string]int    // how many intentions each key has named so far
+	returned  *sync.Cond        // signalled when a call returns
+	stormDone bool              // every caller of the storm has finished
+	lateStack string            // where the first call past its deadline waited
+	done      chan struct{}     // closed when every caller of the storm has finished
 }
 
 // envConfig adjusts a scenario's env.
@@ -161,6 +169,8 @@ type envConfig struct {
 	// on (newCitusEnv): the payments table is citusPaymentsDDL's, without
 	// inline mode's columns.
 	citus *idemtest.Server
+	// maxActive, if set, bounds how many intentions a storm runs at once.
+	maxActive int
 	// executed, if set, runs in the Executed hook: after a body returned,
 	// before its result is stored.
 	executed func(context.Context, idem.Event)
@@ -182,6 +192,9 @@ func newEnv(t *testing.T, name string, cfg envConfig) *env {
 		unknown:   map[string]int{},
 		firstErrs: map[string]error{},
 		inflight:  map[int64]bool{},
+		history:   linear.NewRecorder(),
+		linKeys:   map[string]string{},
+		keyEras:   map[string]int{},
 		// Everything running now (the test framework, idemtest's pools) is
 		// not this scenario's to leak.
 		leaks: goleak.IgnoreCurrent(),
@@ -280,6 +293,7 @@ func (e *env) storeWith(extra ...idem.Option) *idem.Store {
 		idem.WithHooks(idem.Hooks{
 			Claimed: func(context.Context, idem.Event) { e.claimed.Add(1) },
 			Executed: func(ctx context.Context, ev idem.Event) {
+				markRan(ctx)
 				e.executed.Add(1)
 				if cfg.executed != nil {
 					cfg.executed(ctx, ev)
@@ -311,7 +325,25 @@ type outcome struct {
 	resp     any
 	err      error
 	replayed bool
+	ran      bool          // the body ran during the call (markRan)
 	retry    time.Duration // RetryAfter of an in-progress answer
+}
+
+// ranKey keys the flag, in a call's context, that the Executed hook sets
+// (markRan): the call's body ran.
+type ranKey struct{}
+
+// withRan returns ctx carrying a flag that markRan sets.
+func withRan(ctx context.Context) (context.Context, *atomic.Bool) {
+	ran := new(atomic.Bool)
+	return context.WithValue(ctx, ranKey{}, ran), ran
+}
+
+// markRan notes, from the Executed hook, that the body of ctx's call ran.
+func markRan(ctx context.Context) {
+	if ran, ok := ctx.Value(ranKey{}).(*atomic.Bool); ok {
+		ran.Store(true)
+	}
 }
 
 // call makes one call of in with its own deadline and records it. wait asks
@@ -328,6 +360,7 @@ func (e *env) callWith(svc *service, in intent, wait bool) outcome {
 		ctx = idem.ContextWithWait(ctx)
 	}
 	ctx, o := idem.ContextWithOutcome(ctx)
+	ctx, ran := withRan(ctx)
 	returned := make(chan struct{})
 	ctx = context.WithValue(ctx, returnedKey{}, (<-chan struct{})(returned))
 
@@ -335,9 +368,11 @@ func (e *env) callWith(svc *service, in intent, wait bool) outcome {
 	e.nextID++
 	id := e.nextID
 	e.inflight[id] = true
+	lin := e.linInput(in)
 	e.mu.Unlock()
 
 	done := make(chan outcome, 1)
+	lc := e.history.Begin(lin)
 	start := time.Now()
 	gid := make(chan string, 1)
 	go func() {
@@ -351,7 +386,7 @@ func (e *env) callWith(svc *service, in intent, wait bool) outcome {
 		case inlineCall:
 			out.resp, out.err = svc.Order(ctx, in.req)
 		}
-		out.replayed = o.Replayed()
+		out.replayed, out.ran = o.Replayed(), ran.Load()
 		close(returned)
 		done <- out
 	}()
@@ -376,8 +411,82 @@ func (e *env) callWith(svc *service, in intent, wait bool) outcome {
 		out.err = fmt.Errorf("%w within %s (its deadline was %s); it waited here:\n%s",
 			errHung, hangAfter, callDeadline, stackOf(<-gid))
 	}
+	lc.End(linOutput(out))
 	e.recordCall(id, in, out, time.Since(start))
 	return out
+}
+
+// linInput is the history's input for a call of in; e.mu is held.
+func (e *env) linInput(in intent) linear.Input {
+	return linInputAt(in, e.linKey(in))
+}
+
+// linInputAt is the history's input for a call of in under the history's
+// key key.
+func linInputAt(in intent, key string) linear.Input {
+	return linear.Input{Key: key, Fingerprint: fmt.Sprintf("%x", fingerprint(methodName(in.kind), in.req))}
+}
+
+// linKey is the history's key of intention in; e.mu is held. It is the
+// idempotency key, and for a key reused after its retention by a new
+// intention (TestSweepRacesLiveClaims), the key and its era: each is a
+// register of its own, which is what "after its retention the key is new"
+// means.
+func (e *env) linKey(in intent) string {
+	if k, ok := e.linKeys[in.id()]; ok {
+		return k
+	}
+	k := in.key
+	if era := e.keyEras[in.key]; era > 0 {
+		k = fmt.Sprintf("%s (era %d)", in.key, era)
+	}
+	e.keyEras[in.key]++
+	e.linKeys[in.id()] = k
+	return k
+}
+
+// methodName is the ledger's name of the method of kind k.
+func methodName(k kind) string {
+	return [...]string{chargeName, payoutName, orderName}[k]
+}
+
+// linOutput is the history's output of a call that returned out: a
+// success, an outcome stored as unknown (a final answer, replayed), a
+// mismatch, an in-progress answer, or an error whose outcome the caller
+// cannot know (everything else: a deadline, a cut connection, a store
+// error, a lost lock, a hung call).
+func linOutput(out outcome) linear.Output {
+	if out.err == nil {
+		return linear.Output{Answer: linear.Value, Value: render(out.resp), Replayed: out.replayed, Ran: out.ran}
+	}
+	return errOutput(errKind(out.err), out.replayed, out.ran)
+}
+
+// errOutput is the history's output of an error of kind (errKind).
+func errOutput(kind string, replayed, ran bool) linear.Output {
+	switch kind {
+	case "in_progress":
+		return linear.Output{Answer: linear.InProgress}
+	case "mismatch":
+		return linear.Output{Answer: linear.Mismatch}
+	case "unknown":
+		return linear.Output{Answer: linear.StoredError, Value: "outcome not recorded", Replayed: replayed, Ran: ran}
+	}
+	return linear.Output{Answer: linear.Unknown}
+}
+
+// render is an answer or an effect as the history shows it: an answer
+// renders as the effect it names.
+func render(v any) string {
+	switch r := v.(type) {
+	case receipt:
+		return fmt.Sprintf("payment %d (%s, %s, %d)", r.ID, r.Key, r.Memo, r.Amount)
+	case payout:
+		return fmt.Sprintf("transfer %s (%s, %d)", r.TransferID, r.Memo, r.Amount)
+	case transfer:
+		return render(payout{TransferID: r.ID, Memo: r.Memo, Amount: r.Amount})
+	}
+	return fmt.Sprintf("%+v", v)
 }
 
 // returnedKey keys the channel, in a call's context, that is closed when the
@@ -525,7 +634,11 @@ func (e *env) retryUntilDone(in intent, wait bool) {
 func (e *env) storm(ins []intent, twins int) (wait func()) {
 	var wg sync.WaitGroup
 	release := make(chan struct{})
-	active := make(chan struct{}, activeIntentions(len(ins)))
+	n := activeIntentions(len(ins))
+	if e.cfg.maxActive > 0 {
+		n = min(n, e.cfg.maxActive)
+	}
+	active := make(chan struct{}, n)
 	for _, in := range ins {
 		wg.Go(func() {
 			<-release
@@ -712,6 +825,7 @@ func (e *env) checkEffects(ins []intent, complete bool) {
 	for _, tr := range transfers {
 		assert.True(t, memos[tr.Memo], "%s: transfer %s (%s) belongs to no intention", e.name, tr.ID, tr.Memo)
 	}
+	e.checkLinear(ins, payments, transfers)
 	assert.Zero(t, e.fig.hung, "%s: calls did not return: %v", e.name, e.firstErrs["hung"])
 	assert.Zero(t, e.fig.gaveUp, "%s: callers gave up after %s: %v", e.name, settleBound, e.firstErrs)
 	assert.Zero(t, e.fig.errors["mismatch"], "%s: %v", e.name, e.firstErrs["mismatch"])
@@ -761,4 +875,51 @@ func sortedKinds(m map[string]error) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// pictures is where failing histories' pictures go (a new temporary
+// directory per scenario if empty).
+var pictures = flag.String("faults.pictures", "", "write porcupine's pictures of non-linearizable histories to this directory")
+
+// checkTimeout bounds the linearizability checker on one scenario's
+// history; giving up fails the scenario.
+const checkTimeout = 2 * time.Minute
+
+// checkLinear reads the effects into the history, as the final read of each
+// key, and checks it for linearizability (package linear); e.mu is held.
+func (e *env) checkLinear(ins []intent, payments map[int64]receipt, transfers []transfer) {
+	t := e.t
+	t.Helper()
+	res := checkHistory(t, e.name, e.history, ins, e.linKey, payments, transfers)
+	e.fig.linear = res
+	t.Logf("%s: %s", e.name, res)
+	assert.NoError(t, res.Err(), "%s", e.name)
+}
+
+// checkHistory reads the effects into rec, as the final read of each key
+// (the key of an effect's intention, by memo, keyOf), and checks its
+// history for linearizability (package linear).
+func checkHistory(t *testing.T, name string, rec *linear.Recorder, ins []intent, keyOf func(intent) string, payments map[int64]receipt, transfers []transfer) linear.Result {
+	t.Helper()
+	effects := map[string][]string{}
+	owner := map[string]string{} // memo -> the history's key of its intention
+	for _, in := range ins {
+		owner[in.req.Memo] = keyOf(in)
+	}
+	memoKey := func(memo string) string {
+		if k, ok := owner[memo]; ok {
+			return k
+		}
+		return "no intention: " + memo
+	}
+	for _, p := range payments {
+		effects[memoKey(p.Memo)] = append(effects[memoKey(p.Memo)], render(p))
+	}
+	for _, tr := range transfers {
+		effects[memoKey(tr.Memo)] = append(effects[memoKey(tr.Memo)], render(tr))
+	}
+	rec.Observe(effects)
+	res, err := linear.Check(name, rec.History(), *pictures, checkTimeout)
+	require.NoError(t, err)
+	return res
 }

@@ -112,8 +112,19 @@ func printTable() {
 	b.WriteString("| scenario | calls | intentions | effects | outcome unknown | replays | in progress | errors by kind | max latency |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
 	for _, f := range suite.figures {
+		if f.calls == 0 && f.intentions == 0 {
+			continue // a scenario with figures of its own, checked for linearizability only
+		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %s | %s |\n",
 			f.name, f.calls, f.intentions, f.effects, f.unknown, f.replays, f.inProgress, f.errorsText(), f.maxLatency.Round(time.Millisecond))
+	}
+	b.WriteString("\n| scenario | operations checked | keys | checker time | linearizable |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | --- |\n")
+	for _, f := range suite.figures {
+		if f.linear.Verdict == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s |\n", f.name, f.linear.Operations, f.linear.Keys, f.linear.Took.Round(time.Millisecond), f.linear.Verdict)
 	}
 	fmt.Println()
 	fmt.Print(b.String())

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/faults/linear"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemnats"
 	"github.com/idemgen/idemgen/runtime/idemtest"
@@ -69,6 +70,17 @@ type natsLine struct {
 	Replayed   bool   `json:",omitempty"`
 	InProgress bool   `json:",omitempty"`
 	Reported   bool   `json:",omitempty"`
+	// Call is one call of the method (set alone), for the history.
+	Call *historyCall `json:",omitempty"`
+}
+
+// historyCall is a call made in another process, as the history records it.
+type historyCall struct {
+	Key, Fingerprint string
+	Start, End       time.Time
+	Err              string `json:",omitempty"` // errKind, "" for a success
+	Value            string `json:",omitempty"` // the answer (render)
+	Replayed         bool   `json:",omitempty"`
 }
 
 // natsWorkerMain consumes the stream until it is killed.
@@ -83,7 +95,8 @@ func natsWorkerMain() int {
 		return fail(err)
 	}
 	defer pool.Close()
-	store, err := idem.NewStore(pool, idem.WithLockTimeout(lockTimeout), idem.WithRetention(time.Hour), idem.WithHeartbeat(lockTimeout/4))
+	store, err := idem.NewStore(pool, idem.WithLockTimeout(lockTimeout), idem.WithRetention(time.Hour), idem.WithHeartbeat(lockTimeout/4),
+		idem.WithHooks(idem.Hooks{Executed: func(ctx context.Context, _ idem.Event) { markRan(ctx) }}))
 	if err != nil {
 		return fail(err)
 	}
@@ -119,7 +132,23 @@ func natsWorkerMain() int {
 		if _, ok := idem.KeyFrom(ctx); !ok {
 			ctx = idem.ContextWithKey(ctx, ev.EventID)
 		}
-		return svc.Payout(ctx, request{Memo: ev.EventID, Amount: ev.Amount})
+		// Each call is printed for the history. The handler's own
+		// idem.Outcome is in ctx (another would hide it from the handler):
+		// in external mode a body runs only under the call's own claim, so
+		// a success without it is a replay.
+		key, _ := idem.KeyFrom(ctx)
+		req := request{Memo: ev.EventID, Amount: ev.Amount}
+		ctx, ran := withRan(ctx)
+		c := historyCall{Key: key, Fingerprint: fmt.Sprintf("%x", fingerprint(payoutName, req)), Start: time.Now()}
+		p, err := svc.Payout(ctx, req)
+		c.End, c.Replayed = time.Now(), !ran.Load()
+		if err != nil {
+			c.Err = errKind(err)
+		} else {
+			c.Value = render(p)
+		}
+		emit(natsLine{Call: &c})
+		return p, err
 	}
 	h := idemnats.NewHandler(payout, idemnats.Config[natsEvent]{
 		Keys:       []idemnats.KeySource{idemnats.FromRequest, idemnats.FromMsgID, idemnats.FromSequence},
@@ -296,8 +325,10 @@ func TestNATSConsumer(t *testing.T) {
 	var (
 		lines   []natsLine
 		linesMu sync.Mutex
+		runs    []time.Time // when each consumer started
 	)
 	consume := func() (kill func()) {
+		runs = append(runs, time.Now())
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), natsWorkerEnv+"=1", workerDB+"="+suite.pg.URL(db.Name),
 			workerBank+"="+bankSrv.URL, natsURLEnv+"="+ns.srv.ClientURL())
@@ -405,6 +436,7 @@ func TestNATSConsumer(t *testing.T) {
 	c.repeatedCalls = repeatedCalls
 	mu.Unlock()
 
+	checkNATSHistory(t, lines, runs, ts, n)
 	t.Logf("NATS JetStream consumer, %d events (go test -run TestNATSConsumer -v%s):\n%s", n, map[bool]string{true: " -faults.long"}[*long], natsTable(c))
 	assert.Equal(t, n, c.effects, "effects")
 	assert.Equal(t, n, len(perEvent), "events paid")
@@ -426,4 +458,39 @@ func natsTable(c natsCounts) string {
 		c.messages, c.events, c.effects, c.ackedOrTerminated, c.pending, c.repeatedCalls, c.doubleEffects,
 		c.deliveries, c.dropped, c.replays, c.inProgress, c.poisonTerminated, c.poisonReport)
 	return b.String()
+}
+
+// checkNATSHistory checks the consumers' calls for linearizability, with
+// the bank's transfers as the effects. Each consumer was killed: every event
+// may have had a call in flight then, one that never returned.
+func checkNATSHistory(t *testing.T, lines []natsLine, runs []time.Time, transfers []transfer, n int) {
+	t.Helper()
+	rec := linear.NewRecorder()
+	for _, l := range lines {
+		if c := l.Call; c != nil {
+			out := linear.Output{Answer: linear.Value, Value: c.Value, Replayed: c.Replayed}
+			if c.Err != "" {
+				out = errOutput(c.Err, c.Replayed, false)
+			}
+			rec.Add(linear.Input{Key: c.Key, Fingerprint: c.Fingerprint}, c.Start, c.End, out)
+		}
+	}
+	for i := range n {
+		ev := fmt.Sprintf("evt-%05d", i)
+		fp := fmt.Sprintf("%x", fingerprint(payoutName, request{Memo: ev, Amount: int64(100 + i)}))
+		for _, start := range runs {
+			rec.Add(linear.Input{Key: ev, Fingerprint: fp}, start, start, linear.Output{Answer: linear.Unknown})
+		}
+	}
+	effects := map[string][]string{}
+	for _, tr := range transfers {
+		effects[tr.Memo] = append(effects[tr.Memo], render(tr))
+	}
+	rec.Observe(effects)
+	name := "NATS consumer killed, NATS restarted"
+	res, err := linear.Check(name, rec.History(), *pictures, checkTimeout)
+	require.NoError(t, err)
+	t.Logf("%s: %s (%d calls)", name, res, rec.Calls())
+	record(figures{name: name, linear: res})
+	assert.NoError(t, res.Err(), "%s", name)
 }

@@ -128,16 +128,20 @@ type service struct {
 	order  *idem.InlineMethod[receipt]
 }
 
-// chargeName is the atomic method's name in the ledger.
-const chargeName = "faults.Service.Charge"
+// The methods' names in the ledger.
+const (
+	chargeName = "faults.Service.Charge"
+	payoutName = "faults.Service.Payout"
+	orderName  = "faults.Service.Order"
+)
 
 func newService(store *idem.Store, b transferer) *service {
 	return &service{
 		store:  store,
 		bank:   b,
 		charge: &idem.Method[receipt]{Name: chargeName},
-		payout: &idem.Method[payout]{Name: "faults.Service.Payout"},
-		order:  &idem.InlineMethod[receipt]{Name: "faults.Service.Order", Table: "payments"},
+		payout: &idem.Method[payout]{Name: payoutName},
+		order:  &idem.InlineMethod[receipt]{Name: orderName, Table: "payments"},
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/faults/linear"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -31,11 +32,19 @@ const (
 	workerN    = "FAULTS_WORKER_N"    // intentions per kind
 )
 
-// workerLine is what a worker prints for each call that succeeded.
+// workerLine is what a worker prints for each call: its answer (a receipt
+// or a payout, or the kind of its error, errKind) and when it ran, for the
+// history.
 type workerLine struct {
-	Key     string
-	Receipt *receipt `json:",omitempty"`
-	Payout  *payout  `json:",omitempty"`
+	Key      string
+	Memo     string
+	Receipt  *receipt `json:",omitempty"`
+	Payout   *payout  `json:",omitempty"`
+	Err      string   `json:",omitempty"`
+	Replayed bool     `json:",omitempty"`
+	Ran      bool     `json:",omitempty"` // the body ran during the call
+	Start    time.Time
+	End      time.Time
 }
 
 // workerMain makes every intention, two twins each, retrying until done, and
@@ -53,7 +62,8 @@ func workerMain() int {
 		return 2
 	}
 	defer pool.Close()
-	store, err := idem.NewStore(pool, idem.WithLockTimeout(lockTimeout), idem.WithRetention(time.Hour), idem.WithHeartbeat(lockTimeout/4))
+	store, err := idem.NewStore(pool, idem.WithLockTimeout(lockTimeout), idem.WithRetention(time.Hour), idem.WithHeartbeat(lockTimeout/4),
+		idem.WithHooks(idem.Hooks{Executed: func(ctx context.Context, _ idem.Event) { markRan(ctx) }}))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 2
@@ -69,7 +79,9 @@ func workerMain() int {
 				for giveUp := time.Now().Add(settleBound); time.Now().Before(giveUp); {
 					cctx, cancel := context.WithTimeout(ctx, callDeadline)
 					cctx = idem.ContextWithWait(idem.ContextWithScope(idem.ContextWithKey(cctx, in.key), scope))
-					line := workerLine{Key: in.key}
+					cctx, o := idem.ContextWithOutcome(cctx)
+					cctx, ran := withRan(cctx)
+					line := workerLine{Key: in.key, Memo: in.req.Memo, Start: time.Now()}
 					var err error
 					if in.kind == atomicCall {
 						var r receipt
@@ -81,10 +93,14 @@ func workerMain() int {
 						line.Payout = &p
 					}
 					cancel()
+					line.End, line.Replayed, line.Ran = time.Now(), o.Replayed(), ran.Load()
+					if err != nil {
+						line.Receipt, line.Payout, line.Err = nil, nil, errKind(err)
+					}
+					mu.Lock()
+					_ = out.Encode(line)
+					mu.Unlock()
 					if err == nil {
-						mu.Lock()
-						_ = out.Encode(line)
-						mu.Unlock()
 						return
 					}
 					backoff = min(2*backoff, 500*time.Millisecond)
@@ -129,6 +145,10 @@ func TestCallerKilled(t *testing.T) {
 	n := size(20, 200)
 	e := newEnv(t, "caller killed (SIGKILL) and rerun", envConfig{})
 	ins := intents("killed", n, n)
+	byKey := map[string]intent{}
+	for _, in := range ins {
+		byKey[in.key] = in
+	}
 
 	var calls int
 	var mu sync.Mutex
@@ -158,6 +178,7 @@ func TestCallerKilled(t *testing.T) {
 	defer srv.Close()
 
 	run := func(kill bool) []workerLine {
+		began := time.Now()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), workerEnv+"=1", workerDB+"="+suite.pg.URL(e.db.Name), workerBank+"="+srv.URL, workerN+"="+strconv.Itoa(n))
 		stdout, err := cmd.StdoutPipe()
@@ -185,7 +206,19 @@ func TestCallerKilled(t *testing.T) {
 		if !kill {
 			require.NoError(t, err, "the rerun worker failed")
 		}
-		return lines
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, l := range lines {
+			e.history.Add(e.linInput(byKey[l.Key]), l.Start, l.End, workerOutput(l))
+		}
+		if kill {
+			// Every intention may have had a call in flight when the worker
+			// died: one that never returned.
+			for _, in := range ins {
+				e.history.Add(e.linInput(in), began, time.Now(), linear.Output{Answer: linear.Unknown})
+			}
+		}
+		return successes(lines)
 	}
 	first := run(true)
 	second := run(false)
@@ -206,4 +239,27 @@ func TestCallerKilled(t *testing.T) {
 	}
 	e.mu.Unlock()
 	e.check(ins)
+}
+
+// workerOutput is the history's output of a worker's call.
+func workerOutput(l workerLine) linear.Output {
+	switch {
+	case l.Err != "":
+		return errOutput(l.Err, l.Replayed, l.Ran)
+	case l.Receipt != nil:
+		return linear.Output{Answer: linear.Value, Value: render(*l.Receipt), Replayed: l.Replayed, Ran: l.Ran}
+	default:
+		return linear.Output{Answer: linear.Value, Value: render(*l.Payout), Replayed: l.Replayed, Ran: l.Ran}
+	}
+}
+
+// successes are the lines of calls that succeeded.
+func successes(lines []workerLine) []workerLine {
+	var ok []workerLine
+	for _, l := range lines {
+		if l.Err == "" {
+			ok = append(ok, l)
+		}
+	}
+	return ok
 }
