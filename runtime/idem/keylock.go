@@ -53,8 +53,12 @@ func keyLockID(c call) int64 {
 	return int64(binary.BigEndian.Uint64(h.Sum(nil)[:8]))
 }
 
-// keyLockArgs are the lock statement's arguments for c.
+// keyLockArgs are the lock statement's arguments for c (nil: the store
+// takes no key lock, noKeyLock).
 func (s *Store) keyLockArgs(c call) []any {
+	if s.cfg.noKeyLock {
+		return nil
+	}
 	return []any{keyLockID(c), s.claimWaitSetting()}
 }
 
@@ -65,9 +69,13 @@ func (s *Store) keyLockArgs(c call) []any {
 type keyWait struct{ ended atomic.Bool }
 
 // keyLockStmt is the lock statement for c as a pending statement whose
-// failure is recorded in w.
-func (s *Store) keyLockStmt(c call, w *keyWait) pendingStmt {
-	return pendingStmt{sql: keyLockSQL, args: s.keyLockArgs(c), failed: w.failed}
+// failure is recorded in w (none with noKeyLock).
+func (s *Store) keyLockStmt(c call, w *keyWait) []pendingStmt {
+	args := s.keyLockArgs(c)
+	if args == nil {
+		return nil
+	}
+	return []pendingStmt{{sql: keyLockSQL, args: args, failed: w.failed}}
 }
 
 // failed records the lock statement's error err.

@@ -44,7 +44,7 @@ func (pgxDriver) attempt(ctx context.Context, s *Store, c call) (attemptTx, func
 	t := &pgxAttempt{s: s, conn: conn}
 	tx := newInlineTx(pc, pc, ledger.Inline{}, func(ctx context.Context) (pgx.Tx, error) {
 		return pc.BeginTx(ctx, pgx.TxOptions{BeginQuery: "SELECT 1"})
-	}, "BEGIN", s.keyLockStmt(c, &t.keyWait))
+	}, "BEGIN", s.keyLockStmt(c, &t.keyWait)...)
 	t.tx = tx
 	return t, func() pgx.Tx { return tx }, tx.bodyEnded, nil
 }
@@ -58,7 +58,7 @@ func (pgxDriver) inTx(s *Store, c call, tx pgx.Tx) (ledgerTx, pgx.Tx, func() boo
 	t := &pgxInTx{s: s, tx: tx}
 	if tx != nil {
 		t.body = newInlineTx(tx.Conn(), tx, ledger.Inline{}, func(context.Context) (pgx.Tx, error) { return tx, nil },
-			"SAVEPOINT "+savepoint, s.keyLockStmt(c, &t.keyWait))
+			"SAVEPOINT "+savepoint, s.keyLockStmt(c, &t.keyWait)...)
 	}
 	itx := t.body
 	return t, itx, func() bool { return itx != nil && itx.bodyEnded() }

@@ -43,8 +43,12 @@ func (sqlDriver) inTx(s *Store, c call, tx *sql.Tx) (ledgerTx, *sql.Tx, func() b
 }
 
 // takeKeyLock sends the key's lock statement (keylock.go) with args on tx,
-// a round trip of its own, and records in w a wait that ran out.
+// a round trip of its own, and records in w a wait that ran out. nil args
+// take no lock.
 func takeKeyLock(ctx context.Context, tx *sql.Tx, args []any, w *keyWait) error {
+	if args == nil {
+		return nil
+	}
 	if _, err := tx.ExecContext(ctx, keyLockSQL, args...); err != nil {
 		err = sqlErr(err)
 		w.failed(err)
@@ -140,9 +144,6 @@ func (t *sqlAttempt) open(ctx context.Context) error {
 		return sqlErr(err)
 	}
 	t.tx = tx
-	if t.keyLock == nil {
-		return nil
-	}
 	return takeKeyLock(ctx, tx, t.keyLock, &t.keyWait)
 }
 

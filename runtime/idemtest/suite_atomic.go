@@ -245,8 +245,9 @@ func (s AtomicTx[S, W, A, R, T]) twinOfHolder(l ledgerSuite[S, W, A, R], rt call
 			// begun it yet).
 			must(t, "a statement in the body's transaction", rt.exec(bctx, tx, "SELECT 1"))
 			// A twin that waited on the call would wait for ever (the call
-			// waits for it): its own deadline ends that wait.
-			tctx, cancel := context.WithTimeout(ctx, time.Minute)
+			// waits for it): its own deadline, far beyond the claim wait,
+			// ends that wait (and keeps a broken runtime's run short).
+			tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
 			_, twinErr = s.Call(tw, tctx, a)
 			return out, nil
