@@ -121,6 +121,13 @@ var (
 	downstreamReused = regexp.MustCompile(`DownstreamKey is "idem-[0-9a-f]+" before and after the retention`)
 	// A new request under a reused key was answered downstream by the old one.
 	effectsOnce = regexp.MustCompile(`the method's effects grew by 1, want 2`)
+	// A twin of a call holding the key was not told the key is in
+	// progress (it ran, failed, or waited out its own deadline).
+	twinNotInProgress = regexp.MustCompile(`a twin of a call holding the key: got error .+, want an \*idem\.InProgressError`)
+	// A twin of a call holding the key did not queue on the key's lock.
+	twinNotQueued = regexp.MustCompile(`a twin of a call holding the key (answered at once|waits on a row the call holds), want it queued on the key's lock`)
+	// A body ran under the claim wait's lock_timeout.
+	bodyLockTimeout = regexp.MustCompile(`the body runs with lock_timeout \S+, not the session's`)
 	// A sweep deleted a row whose retention had not ended.
 	sweptLive = regexp.MustCompile(`a sweep inside the key's retention deleted 1 rows`)
 	// A mismatch refused in the caller's transaction left no record once
@@ -201,6 +208,15 @@ const recordFreshForm = "\treturn recordStmts{fresh: withoutParam(fresh, 9), tak
 
 // The lookup after an atomic attempt lost (atomic.go): a twin's row
 // answers, whatever made the attempt lose.
+// The key's lock statement (runtime/idem/keylock.go): its try, its claim
+// wait, the setting it puts back; and lost's answer to a wait that ran out.
+const (
+	keyLockTry       = "SELECT pg_try_advisory_xact_lock($1::bigint) AS free"
+	keyLockClaimWait = "set_config('lock_timeout', $2, true)"
+	keyLockPutBack   = "SELECT set_config('lock_timeout', saved.lock_timeout, true) FROM saved, locked"
+	lostKeyWait      = "\tcase t.keyWaitEnded():\n"
+)
+
 const lostLookup = "if r, found, err := s.readRow(ctx, t, c); err == nil && answers(r, found) {"
 
 // The external claim's conflict clause (queries.go).
@@ -330,7 +346,7 @@ func promiseMutations() []mutation {
 			name: "k_savepoint_missing",
 			bug:  "MInTx runs the body and records the key without a savepoint, so a failed body cannot be undone on its own",
 			edits: []edit{
-				{"pgxdriver.go", "\"SAVEPOINT \"+savepoint)", "\"SELECT 1\")"},
+				{"pgxdriver.go", "\"SAVEPOINT \"+savepoint, s.keyLockStmt", "\"SELECT 1\", s.keyLockStmt"},
 				{"pgxdriver.go", "\"ROLLBACK TO SAVEPOINT \"+savepoint+\"; RELEASE SAVEPOINT \"+savepoint)", "\"SELECT 1\")"},
 				{"pgxdriver.go", "\"RELEASE SAVEPOINT \"+savepoint)", "\"SELECT 1\")"},
 			},
@@ -638,6 +654,54 @@ func coreMutations() []mutation {
 				"TestIdempotentPaymentsRefund/twin_recorded_during_the_body": twinNotReplayed,
 			},
 			cluster: true,
+		},
+		{
+			name: "ka_key_lock_dropped",
+			bug: "the key's lock is never taken (the try reads as free): a twin of a call holding the key runs its body " +
+				"beside it, and waits on whatever the call's work holds, for as long as its context allows",
+			edits: []edit{
+				{"keylock.go", keyLockTry, "SELECT $1::bigint IS NOT NULL AS free"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twin_of_a_call_holding_the_key":        twinNotInProgress,
+				"TestIdempotentPaymentsRefund/twin_of_a_call_holding_the_key":        twinNotInProgress,
+				"TestIdempotentPaymentsCharge/twin_queued_behind_a_call_that_failed": twinNotQueued,
+			},
+		},
+		{
+			name: "kb_key_lock_without_claim_wait",
+			bug: "the key's lock is waited for under the connection's own lock_timeout, not the claim wait: " +
+				"a twin of a call holding the key waits for it as long as its context allows",
+			edits: []edit{
+				{"keylock.go", keyLockClaimWait, "set_config('lock_timeout', left($2, 0) || lock_timeout, true)"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twin_of_a_call_holding_the_key": twinNotInProgress,
+			},
+		},
+		{
+			name: "kc_lock_timeout_not_put_back",
+			bug: "the lock_timeout the key's lock set (the claim wait) is not put back: " +
+				"a twin that waited for the key runs its body under the claim wait, not its connection's setting",
+			edits: []edit{
+				{"keylock.go", keyLockPutBack, "SELECT 1 FROM saved, locked"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twin_queued_behind_a_call_that_failed": bodyLockTimeout,
+				"TestIdempotentPaymentsRefund/twin_queued_behind_a_call_that_failed": bodyLockTimeout,
+			},
+		},
+		{
+			name: "kd_key_wait_not_in_progress",
+			bug: "a key's lock that waited out the claim wait is not told apart from the body's own error: " +
+				"the twin gets the lock timeout (a 500) instead of an in-progress answer (409, ABORTED)",
+			edits: []edit{
+				{"atomic.go", lostKeyWait, "\tcase false:\n"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/twin_of_a_call_holding_the_key": twinNotInProgress,
+				"TestIdempotentPaymentsRefund/twin_of_a_call_holding_the_key": twinNotInProgress,
+			},
 		},
 		{
 			name: "y3_body_error_without_lookup",

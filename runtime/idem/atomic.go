@@ -116,6 +116,9 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 		seen = r.fence
 	}
 	if err := t.open(ctx); err != nil {
+		if t.keyWaitEnded() {
+			return lost[R](ctx, s, m, c, t, err, false, confirm, refused)
+		}
 		return zero, storeErr(c.method, "begin", err)
 	}
 	out, berr := runBody(ctx, s, c, seen+1, found, body)
@@ -202,7 +205,8 @@ func answer[R any](ctx context.Context, s *Store, m *Method[R], c call, r ledger
 // key looked up again: a twin that recorded the key since answers
 // (answer), whatever the cause; otherwise cause does. A record refused
 // with no row to answer from tries again (errRowVanished), and one that
-// waited out the claim wait on a twin's row is in progress.
+// waited out the claim wait on a twin's row, or on the key's lock, is in
+// progress.
 func lost[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx, cause error, recording bool, confirm func(context.Context) error, refused func(ledgerRow)) (R, error) {
 	var zero R
 	if err := t.abandon(ctx); err != nil {
@@ -212,6 +216,12 @@ func lost[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx
 		return answer(ctx, s, m, c, r, confirm, refused)
 	}
 	switch {
+	case t.keyWaitEnded():
+		// The key's lock waited out the claim wait (the body's first
+		// statement, or the record statement if the body sent none,
+		// failed on it): a twin holds the key, whatever the body then
+		// returned.
+		return zero, s.claimWaitEnded(ctx, c)
 	case !recording:
 	case errors.Is(cause, errRecordRefused):
 		return zero, fmt.Errorf("idem: %s: %w", c.method, errRowVanished)
@@ -237,7 +247,7 @@ func AtomicInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *Method[R],
 	if err != nil {
 		return zero, err
 	}
-	t, btx, bodyEnded := d.inTx(s, tx)
+	t, btx, bodyEnded := d.inTx(s, c, tx)
 	return atomicInTxRun(ctx, s, m, c, t, func(ctx context.Context) (R, error) { return body(ctx, btx) }, bodyEnded)
 }
 
@@ -266,6 +276,9 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 		seen = r.fence
 	}
 	if err := t.open(ctx); err != nil {
+		if t.keyWaitEnded() {
+			return lost[R](ctx, s, m, c, t, err, false, confirm, refused)
+		}
 		return zero, storeErr(c.method, "savepoint", err)
 	}
 	ended := false

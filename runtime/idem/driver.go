@@ -26,7 +26,7 @@ type driver[TTx any] interface {
 	// tx, the body's under a savepoint: body is the transaction the body
 	// gets (the savepoint travels with its first statement where the
 	// driver can queue it), bodyEnded as in attempt.
-	inTx(s *Store, tx TTx) (t ledgerTx, body TTx, bodyEnded func() bool)
+	inTx(s *Store, c call, tx TTx) (t ledgerTx, body TTx, bodyEnded func() bool)
 }
 
 // stmts is what the protocol sends one statement at a time on: a pool, a
@@ -46,9 +46,9 @@ type ledgerTx interface {
 	// (before open, or after abandon): the lookup.
 	stmts
 
-	// open opens the body's transaction (BEGIN, or a SAVEPOINT) where
-	// the driver cannot queue it with the body's first statement
-	// (database/sql); on pgx it does nothing.
+	// open opens the body's transaction (BEGIN, or a SAVEPOINT) and
+	// takes the key's lock where the driver cannot queue them with the
+	// body's first statement (database/sql); on pgx it does nothing.
 	open(ctx context.Context) error
 	// finish sends the prelude's statements (none but on Citus: SET
 	// LOCAL statements, without parameters), stmt, then the end of the
@@ -62,6 +62,9 @@ type ledgerTx interface {
 	// that a lookup can follow: the connection, or the caller's
 	// transaction, is usable again.
 	abandon(ctx context.Context) error
+	// keyWaitEnded reports whether the key's lock (keylock.go), taken
+	// first in the body's transaction, waited out the claim wait.
+	keyWaitEnded() bool
 }
 
 // attemptTx is a ledgerTx on a connection the attempt owns: it also knows

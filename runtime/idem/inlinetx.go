@@ -23,11 +23,20 @@ type dbtx interface {
 }
 
 // pendingStmt is a statement sent ahead of the next one the method sends,
-// in the same round trip. done, if set, receives its command tag.
+// in the same round trip. done, if set, receives its command tag, and
+// failed, if set, its error.
 type pendingStmt struct {
-	sql  string
-	args []any
-	done func(pgconn.CommandTag)
+	sql    string
+	args   []any
+	done   func(pgconn.CommandTag)
+	failed func(error)
+}
+
+// fail reports err, the statement's failure, to failed.
+func (p pendingStmt) fail(err error) {
+	if p.failed != nil {
+		p.failed(err)
+	}
 }
 
 // inlineTx is the pgx.Tx handed to an inline-mode body and to its lookup,
@@ -54,8 +63,11 @@ type inlineTx struct {
 
 var _ pgx.Tx = (*inlineTx)(nil)
 
-func newInlineTx(conn *pgx.Conn, q dbtx, schema ledger.Inline, real func(context.Context) (pgx.Tx, error), open string) *inlineTx {
-	return &inlineTx{conn: conn, q: q, real: real, schema: schema, pending: []pendingStmt{{sql: open}}}
+// newInlineTx returns an inlineTx whose first statement opens the
+// transaction (open: BEGIN or a SAVEPOINT), followed by then (the key's
+// lock, for an atomic body).
+func newInlineTx(conn *pgx.Conn, q dbtx, schema ledger.Inline, real func(context.Context) (pgx.Tx, error), open string, then ...pendingStmt) *inlineTx {
+	return &inlineTx{conn: conn, q: q, real: real, schema: schema, pending: append([]pendingStmt{{sql: open}}, then...)}
 }
 
 // opened reports whether BEGIN (or the SAVEPOINT) reached the server.
@@ -155,6 +167,7 @@ func (t *inlineTx) readPending(br pgx.BatchResults, p []pendingStmt) error {
 	for i, s := range p {
 		tag, err := br.Exec()
 		if err != nil {
+			s.fail(err)
 			return err
 		}
 		if i == 0 {

@@ -32,34 +32,42 @@ var _ driver[pgx.Tx] = pgxDriver{}
 const savepoint = "idem_claim"
 
 // attempt acquires a connection from the store's pool. The body's pgx.Tx
-// is an inlineTx (inlinetx.go) watching no index: BEGIN travels with the
-// body's first statement, COMMIT with the record statement, and it refuses
-// Commit and Rollback.
+// is an inlineTx (inlinetx.go) watching no index: BEGIN and the key's lock
+// (keylock.go) travel with the body's first statement, COMMIT with the
+// record statement, and it refuses Commit and Rollback.
 func (pgxDriver) attempt(ctx context.Context, s *Store, c call) (attemptTx, func() pgx.Tx, func() bool, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, nil, storeErr(c.method, "acquire connection", err)
 	}
 	pc := conn.Conn()
+	t := &pgxAttempt{s: s, conn: conn}
 	tx := newInlineTx(pc, pc, ledger.Inline{}, func(ctx context.Context) (pgx.Tx, error) {
 		return pc.BeginTx(ctx, pgx.TxOptions{BeginQuery: "SELECT 1"})
-	}, "BEGIN")
-	return &pgxAttempt{s: s, conn: conn, tx: tx}, func() pgx.Tx { return tx }, tx.bodyEnded, nil
+	}, "BEGIN", s.keyLockStmt(c, &t.keyWait)...)
+	t.tx = tx
+	return t, func() pgx.Tx { return tx }, tx.bodyEnded, nil
 }
 
 // inTx wraps the caller's transaction: the body's pgx.Tx sends the
-// savepoint with its first statement.
-func (pgxDriver) inTx(s *Store, tx pgx.Tx) (ledgerTx, pgx.Tx, func() bool) {
-	var itx *inlineTx
+// savepoint and the key's lock with its first statement. The lock is taken
+// under the savepoint, so a wait that runs out rolls back to it; once
+// released, the savepoint's lock is the caller's transaction's until it
+// ends.
+func (pgxDriver) inTx(s *Store, c call, tx pgx.Tx) (ledgerTx, pgx.Tx, func() bool) {
+	t := &pgxInTx{s: s, tx: tx}
 	if tx != nil {
-		itx = newInlineTx(tx.Conn(), tx, ledger.Inline{}, func(context.Context) (pgx.Tx, error) { return tx, nil }, "SAVEPOINT "+savepoint)
+		t.body = newInlineTx(tx.Conn(), tx, ledger.Inline{}, func(context.Context) (pgx.Tx, error) { return tx, nil },
+			"SAVEPOINT "+savepoint, s.keyLockStmt(c, &t.keyWait)...)
 	}
-	return &pgxInTx{s: s, tx: tx, body: itx}, itx, func() bool { return itx != nil && itx.bodyEnded() }
+	itx := t.body
+	return t, itx, func() bool { return itx != nil && itx.bodyEnded() }
 }
 
 // pgxAttempt is the pgx transport of an attempt's own connection: the
 // lookup in autocommit, then the body's transaction.
 type pgxAttempt struct {
+	keyWait
 	s    *Store
 	conn *pgxpool.Conn
 	tx   *inlineTx // the body's: BEGIN is pending until its first statement (nil in inline mode)
@@ -121,6 +129,7 @@ func (t *pgxAttempt) done(ctx context.Context, s *Store) {
 // runs in it, the body under a savepoint that travels with the body's
 // first statement, and RELEASE goes out with the record statement.
 type pgxInTx struct {
+	keyWait
 	s        *Store
 	tx       pgx.Tx
 	body     *inlineTx
@@ -192,8 +201,9 @@ func finishBatch(ctx context.Context, conn batcher, pending []pendingStmt, stmt 
 	b.Queue(end)
 	br := conn.SendBatch(ctx, b)
 	var err error
-	for range pending {
+	for _, p := range pending {
 		if _, err = br.Exec(); err != nil {
+			p.fail(err)
 			break
 		}
 	}

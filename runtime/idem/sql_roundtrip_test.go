@@ -152,10 +152,14 @@ func TestRoundTripsBothPaths(t *testing.T) {
 	}
 	pg, sq := got[pgxPath.name], got[sqlPath.name]
 	want := map[string][2]int{ // pgx, database/sql
-		"work alone":     {3, 3}, // BEGIN, INSERT, COMMIT
-		"claimed":        {3, 5}, // lookup, BEGIN+INSERT, record+COMMIT; database/sql: BEGIN and COMMIT alone
-		"replay":         {1, 1}, // the lookup
-		"in tx, claimed": {3, 5}, // lookup, SAVEPOINT+INSERT, record+RELEASE; database/sql: each alone
+		"work alone": {3, 3}, // BEGIN, INSERT, COMMIT
+		// lookup, BEGIN+key lock+INSERT, record+COMMIT; database/sql: BEGIN,
+		// the key's lock and COMMIT alone.
+		"claimed": {3, 6},
+		"replay":  {1, 1}, // the lookup
+		// lookup, SAVEPOINT+key lock+INSERT, record+RELEASE; database/sql:
+		// each alone.
+		"in tx, claimed": {3, 6},
 		"in tx, replay":  {1, 1}, // the lookup
 		// pgx: BEGIN+INSERT, check+COMMIT; database/sql: each alone.
 		"inline, claimed": {2, 4},

@@ -141,8 +141,7 @@ func TestPathsStormRunsOnce(t *testing.T) {
 // TestPathsTwinWaitsWithinClaimWait: a twin whose holder has recorded the
 // key and not committed (in the caller's transaction, held open by the
 // test, not by a sleep) is told the key is in progress once the claim wait
-// ends, its own work rolled back; once the holder commits, the twin
-// replays.
+// ends, having done no work; once the holder commits, the twin replays.
 func TestPathsTwinWaitsWithinClaimWait(t *testing.T) {
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
@@ -179,7 +178,11 @@ func TestPathsTwinWaitsWithinClaimWait(t *testing.T) {
 			assert.True(t, after.replayed)
 			assert.Equal(t, first.r, after.r)
 			assert.Equal(t, 1, e.count(t, "payments"), "the twin's work rolled back")
-			assert.Equal(t, int64(2), e.executed.Load(), "the twin ran its body too")
+			// The twin waited on the key's lock before any work of its own:
+			// on pgx the lock goes with its body's first statement, which
+			// failed; on database/sql it is taken before the body is called.
+			want := map[string]int64{pgxPath.name: 2, sqlPath.name: 1}[p.name]
+			assert.Equal(t, want, e.executed.Load(), "bodies called")
 		})
 	}
 }

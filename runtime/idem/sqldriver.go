@@ -32,13 +32,29 @@ func (sqlDriver) attempt(ctx context.Context, s *Store, c call) (attemptTx, func
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	t.keyLock = s.keyLockArgs(c)
 	return t, func() *sql.Tx { return t.tx }, func() bool { return false }, nil
 }
 
 // inTx carries the statements on the caller's *sql.Tx; the body gets it
-// too, the savepoint sent before the body runs.
-func (sqlDriver) inTx(s *Store, tx *sql.Tx) (ledgerTx, *sql.Tx, func() bool) {
-	return &sqlInTx{sqlStmts: sqlStmts{tx: tx}, s: s}, tx, func() bool { return false }
+// too, the savepoint and the key's lock sent before the body runs.
+func (sqlDriver) inTx(s *Store, c call, tx *sql.Tx) (ledgerTx, *sql.Tx, func() bool) {
+	return &sqlInTx{sqlStmts: sqlStmts{tx: tx}, s: s, keyLock: s.keyLockArgs(c)}, tx, func() bool { return false }
+}
+
+// takeKeyLock sends the key's lock statement (keylock.go) with args on tx,
+// a round trip of its own, and records in w a wait that ran out. nil args
+// take no lock.
+func takeKeyLock(ctx context.Context, tx *sql.Tx, args []any, w *keyWait) error {
+	if args == nil {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, keyLockSQL, args...); err != nil {
+		err = sqlErr(err)
+		w.failed(err)
+		return err
+	}
+	return nil
 }
 
 // sqlStmts is what the database/sql driver sends statements on: a
@@ -80,12 +96,14 @@ func (t sqlStmts) syncRep(ctx context.Context) (bool, error) {
 // transaction whose context ends, and commits under it, so that context is
 // the COMMIT's.
 type sqlAttempt struct {
-	s      *Store
-	conn   *sql.Conn
-	pc     *pgconn.PgConn // the connection's pgx side, for its notices
-	tx     *sql.Tx        // the body's, once open
-	txCtx  context.Context
-	cancel context.CancelFunc
+	keyWait
+	keyLock []any // the key's lock statement's arguments: nil for inline mode, which takes none
+	s       *Store
+	conn    *sql.Conn
+	pc      *pgconn.PgConn // the connection's pgx side, for its notices
+	tx      *sql.Tx        // the body's, once open
+	txCtx   context.Context
+	cancel  context.CancelFunc
 }
 
 var _ attemptTx = (*sqlAttempt)(nil)
@@ -126,7 +144,7 @@ func (t *sqlAttempt) open(ctx context.Context) error {
 		return sqlErr(err)
 	}
 	t.tx = tx
-	return nil
+	return takeKeyLock(ctx, tx, t.keyLock, &t.keyWait)
 }
 
 func (t *sqlAttempt) finish(_ context.Context, prelude []string, stmt string, args []any) (string, error) {
@@ -185,8 +203,10 @@ func (t *sqlAttempt) done(context.Context, *Store) {
 // lookup runs in it, the body under a savepoint.
 type sqlInTx struct {
 	sqlStmts
-	s      *Store
-	opened bool // the savepoint was made
+	keyWait
+	s       *Store
+	keyLock []any // the key's lock statement's arguments
+	opened  bool  // the savepoint was made
 }
 
 var _ ledgerTx = (*sqlInTx)(nil)
@@ -196,7 +216,7 @@ func (t *sqlInTx) open(ctx context.Context) error {
 		return sqlErr(err)
 	}
 	t.opened = true
-	return nil
+	return takeKeyLock(ctx, t.tx, t.keyLock, &t.keyWait)
 }
 
 func (t *sqlInTx) finish(ctx context.Context, prelude []string, stmt string, args []any) (string, error) {

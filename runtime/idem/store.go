@@ -65,6 +65,9 @@ type config struct {
 	finalise    time.Duration
 	claimWait   time.Duration
 	sweepShare  float64
+	// noKeyLock leaves the key's lock out (keylock.go): the runtime before
+	// it, which the rolling-upgrade test runs beside today's. Tests only.
+	noKeyLock bool
 }
 
 // Option configures a Store.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,7 +142,7 @@ func previousAttempt(ctx context.Context, e *env, key, req string, body func(con
 	}
 	r, err := body(ctx, tx)
 	if err != nil {
-		return result{err: err}, false, false
+		return result{err: err}, false, retryablePG(err) // the whole attempt again, as Atomic does
 	}
 	resp, err := json.Marshal(r)
 	if err != nil {
@@ -227,4 +229,125 @@ func TestRollingUpgrade(t *testing.T) {
 		assert.Equal(t, res[0].r, r.r, "twin %d", i)
 	}
 	assert.Equal(t, keys+5, e.count(t, "payments"), "one takeover of the expired key")
+}
+
+// TestRollingUpgradeSharedRow is the rolling upgrade's storm with a body
+// that locks a business row its twins share (the key's account, debited
+// before the payment): 64 keys × 8 twins at once, split between two
+// runtimes on one ledger. Every pairing keeps the promise (one payment and
+// one debit per key, one answer); what differs is how the twins' locks
+// meet. Twins of today's runtime queue on the key's lock before their
+// bodies, then lock the account, then the ledger row; the write-once
+// runtime before it (no key lock) locks the account, then the ledger row,
+// the same order; the claim-first runtime before that locks the ledger row
+// first, then the account: the opposite order, so its twins and today's can
+// deadlock (PostgreSQL finds it after deadlock_timeout and one side
+// retries). The test logs the deadlocks pg_stat_database counted and the
+// storm's time for each pairing (go test -run RollingUpgradeSharedRow -v);
+// docs and the README's upgrade note quote them. It asserts the promise,
+// not the times.
+func TestRollingUpgradeSharedRow(t *testing.T) {
+	const keys, twins = 64, 8
+	type runtime func(e *env, writeOnce *idem.Store, key string) result
+	debit := func(key string) func(context.Context, pgx.Tx) (Receipt, error) {
+		return func(ctx context.Context, tx pgx.Tx) (Receipt, error) {
+			if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - 100 WHERE id = $1`, key); err != nil {
+				return Receipt{}, err
+			}
+			return charge(100)(ctx, tx)
+		}
+	}
+	claimFirst := func(e *env, _ *idem.Store, key string) result {
+		r, _ := previousAtomic(context.Background(), e, key, "100", debit(key))
+		return r
+	}
+	writeOnce := func(_ *env, s *idem.Store, key string) result {
+		ctx, o := idem.ContextWithOutcome(keyed(key))
+		r, err := idem.Atomic(ctx, s, chargeMethod(), fp("100"), debit(key))
+		return result{r, err, o.Replayed()}
+	}
+	today := func(e *env, _ *idem.Store, key string) result {
+		ctx, o := idem.ContextWithOutcome(keyed(key))
+		r, err := idem.Atomic(ctx, e.store, e.m, fp("100"), debit(key))
+		return result{r, err, o.Replayed()}
+	}
+	pairings := []struct {
+		name string
+		a, b runtime
+		// deadlockTimeout, if set, is the database's deadlock_timeout
+		// during the storm (the upgrade note's procedure).
+		deadlockTimeout string
+	}{
+		{name: "today's alone", a: today, b: today},
+		{name: "write-once alone", a: writeOnce, b: writeOnce},
+		{name: "claim-first alone", a: claimFirst, b: claimFirst},
+		{name: "write-once and today's", a: writeOnce, b: today},
+		{name: "claim-first and today's", a: claimFirst, b: today},
+		{name: "claim-first and today's, deadlock_timeout 50ms", a: claimFirst, b: today, deadlockTimeout: "50ms"},
+	}
+	var table []string
+	for _, p := range pairings {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnv(t, idem.WithMaxAttempts(50))
+			wo, err := idem.NewStore(e.db.Pool, idem.WithClock(e.clock.Now), idem.WithMaxAttempts(50), idem.WithBackoff(time.Millisecond), idem.WithoutKeyLock())
+			require.NoError(t, err)
+			require.NoError(t, e.exec(`CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL)`))
+			require.NoError(t, e.exec(`INSERT INTO accounts SELECT 'k' || i, 0 FROM generate_series(0, 63) AS i`))
+			if p.deadlockTimeout != "" {
+				// For the connections the storm opens (deadlocks resets the
+				// pool).
+				var db string
+				require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT current_database()`).Scan(&db))
+				require.NoError(t, e.exec(`ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET deadlock_timeout = '`+p.deadlockTimeout+`'`))
+			}
+			before := e.deadlocks(t)
+			res := make([][twins]result, keys)
+			start := time.Now()
+			var wg sync.WaitGroup
+			for k := range keys {
+				for i := range twins {
+					run := p.a
+					if i%2 == 1 {
+						run = p.b
+					}
+					wg.Go(func() { res[k][i] = run(e, wo, fmt.Sprintf("k%d", k)) })
+				}
+			}
+			wg.Wait()
+			took := time.Since(start)
+			deadlocks := e.deadlocks(t) - before
+			inProgress := 0
+			for k := range keys {
+				fresh := 0
+				var answer *Receipt
+				for i, r := range res[k] {
+					var ip *idem.InProgressError
+					if errors.As(r.err, &ip) {
+						inProgress++
+						continue
+					}
+					require.NoError(t, r.err, "key k%d, twin %d", k, i)
+					if answer == nil {
+						answer = &r.r
+					}
+					assert.Equal(t, *answer, r.r, "key k%d, twin %d: one answer", k, i)
+					if !r.replayed {
+						fresh++
+					}
+				}
+				assert.LessOrEqual(t, fresh, 1, "key k%d: at most one answer of its own", k)
+			}
+			var payments, debited int64
+			require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM payments), (SELECT count(*) FROM accounts WHERE balance <> 0)`).Scan(&payments, &debited))
+			assert.EqualValues(t, keys, payments, "one payment per key")
+			assert.EqualValues(t, keys, debited, "each account debited")
+			var once int64
+			require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM accounts WHERE balance = -100`).Scan(&once))
+			assert.EqualValues(t, keys, once, "each account debited once")
+			line := fmt.Sprintf("%-48s deadlocks %3d  storm %7s  in progress %d", p.name, deadlocks, took.Round(10*time.Millisecond), inProgress)
+			table = append(table, line)
+			t.Log(line)
+		})
+	}
+	t.Logf("%d keys × %d twins, a body that debits the key's account:\n%s", keys, twins, strings.Join(table, "\n"))
 }

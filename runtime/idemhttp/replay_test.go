@@ -41,6 +41,7 @@ type receipt struct {
 var (
 	chargeMethod = &idem.Method[receipt]{Name: "Test.Charge"}
 	payoutMethod = &idem.Method[receipt]{Name: "Test.Payout", LockTimeout: 4 * time.Second}
+	seatMethod   = &idem.Method[receipt]{Name: "Test.Seat"}
 )
 
 func fingerprint(method string, req chargeReq) []byte {
@@ -59,14 +60,22 @@ type api struct {
 	executed atomic.Int64
 	started  chan struct{}
 	release  chan struct{}
+	// seated counts the seat bodies past their first statement (the
+	// seat's row); seatHeld and seatRelease hold the first of them there.
+	seated      atomic.Int64
+	seatHeld    chan struct{}
+	seatRelease chan struct{}
 }
 
 func newAPI(t *testing.T, store func(db *idemtest.DB) *idem.Store) *api {
 	t.Helper()
 	a := &api{
-		db:      idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`)),
-		started: make(chan struct{}, 1),
-		release: make(chan struct{}),
+		db: idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`,
+			`CREATE TABLE seats (id int PRIMARY KEY, taken bigint NOT NULL)`, `INSERT INTO seats VALUES (1, 0)`)),
+		started:     make(chan struct{}, 1),
+		release:     make(chan struct{}),
+		seatHeld:    make(chan struct{}),
+		seatRelease: make(chan struct{}),
 	}
 	s := store(a.db)
 	mw := idemhttp.New(idemhttp.Config{Scope: func(r *http.Request) (string, error) {
@@ -99,6 +108,20 @@ func newAPI(t *testing.T, store func(db *idemtest.DB) *idem.Store) *api {
 	mux.Handle("POST /charges", handle(func(ctx context.Context, req chargeReq) (receipt, error) {
 		return idem.Atomic(ctx, s, chargeMethod, fingerprint(chargeMethod.Name, req), func(ctx context.Context, tx pgx.Tx) (receipt, error) {
 			a.executed.Add(1)
+			out := receipt{Amount: req.Amount}
+			err := tx.QueryRow(ctx, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`, req.Amount).Scan(&out.PaymentID)
+			return out, err
+		})
+	}))
+	mux.Handle("POST /seats", handle(func(ctx context.Context, req chargeReq) (receipt, error) {
+		return idem.Atomic(ctx, s, seatMethod, fingerprint(seatMethod.Name, req), func(ctx context.Context, tx pgx.Tx) (receipt, error) {
+			if _, err := tx.Exec(ctx, `UPDATE seats SET taken = taken + 1 WHERE id = 1`); err != nil {
+				return receipt{}, err
+			}
+			if a.seated.Add(1) == 1 {
+				close(a.seatHeld)
+				<-a.seatRelease
+			}
 			out := receipt{Amount: req.Amount}
 			err := tx.QueryRow(ctx, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`, req.Amount).Scan(&out.PaymentID)
 			return out, err
@@ -274,6 +297,46 @@ func TestInProgressOverHTTP(t *testing.T) {
 	assert.Equal(t, []string{"true"}, again.replayed)
 	assert.Equal(t, first.body, again.body)
 	assert.Equal(t, int64(1), a.executed.Load())
+}
+
+// TestTwinOfAHolderOverHTTP: the first request's body holds the seat's
+// row (and the key) and does not end; its twin is answered 409 with
+// Retry-After once the store's claim wait ends, its body having taken no
+// seat, and its retry after the first commits replays the first's answer.
+func TestTwinOfAHolderOverHTTP(t *testing.T) {
+	a := newAPI(t, func(db *idemtest.DB) *idem.Store {
+		s, err := idem.NewStore(db.Pool, idem.WithClaimWait(300*time.Millisecond))
+		require.NoError(t, err)
+		return s
+	})
+	type result struct {
+		r   reply
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := a.send(t.Context(), "/seats", "acct_1", "seat-1", 300)
+		done <- result{r, err}
+	}()
+	<-a.seatHeld
+
+	twin := a.post(t, "/seats", "acct_1", "seat-1", 300)
+	require.Equal(t, http.StatusConflict, twin.status, twin.body)
+	assert.Equal(t, idemhttp.TypeInProgress, problemOf(t, twin).Type)
+	secs, err := strconv.Atoi(twin.retry)
+	require.NoError(t, err, "Retry-After is whole seconds")
+	assert.GreaterOrEqual(t, secs, 1)
+	assert.EqualValues(t, 1, a.seated.Load(), "the twin's body took no seat")
+
+	close(a.seatRelease)
+	res := <-done
+	require.NoError(t, res.err)
+	require.Equal(t, http.StatusCreated, res.r.status, res.r.body)
+	again := a.post(t, "/seats", "acct_1", "seat-1", 300)
+	require.Equal(t, http.StatusCreated, again.status, again.body)
+	assert.Equal(t, []string{"true"}, again.replayed)
+	assert.Equal(t, res.r.body, again.body)
+	assert.EqualValues(t, 1, a.seated.Load())
 }
 
 func TestStoreDownOverHTTP(t *testing.T) {

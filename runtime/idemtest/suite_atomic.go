@@ -2,7 +2,9 @@ package idemtest
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,6 +89,184 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 	t.Run("body error after a twin recorded", s.twinDuringBody(l, rt, twinCase{fail: true}))
 	t.Run("twin recorded during the body in the caller's transaction", s.twinDuringBody(l, rt, twinCase{inTx: true}))
 	t.Run("twin took the expired key over during the body", s.twinDuringBody(l, rt, twinCase{expired: true}))
+	t.Run("twin of a call holding the key", s.twinOfHolder(l, rt))
+	t.Run("twin queued behind a call that failed", s.twinAfterRollback(l, rt))
+}
+
+// shortClaimWait is the claim wait of the store a twin that must be told
+// the key is in progress runs on: twinStore.
+const shortClaimWait = 50 * time.Millisecond
+
+// twinStore builds a second store over e's database, on e's clock and
+// table, whose claim wait is wait.
+func (l ledgerSuite[S, W, A, R]) twinStore(t *testing.T, e *env, wait time.Duration) *idem.Store {
+	t.Helper()
+	build := l.store
+	if build == nil {
+		build = func(db *DB, opts ...idem.Option) (*idem.Store, error) { return idem.NewStore(db.Pool, opts...) }
+	}
+	table := l.pkg.Table
+	if table == "" {
+		table = idem.DefaultTable
+	}
+	st, err := build(e.db, idem.WithTable(table), idem.WithClock(e.clock.Now), idem.WithClaimWait(wait))
+	if err != nil {
+		t.Fatalf("build the twin's store (%s): %v", funcName(build), err)
+	}
+	return st
+}
+
+// twinAfterRollback: a twin queued on the key behind a call whose body
+// did its work and then failed runs once the call rolled back, with the
+// lock_timeout of its connection (the claim wait bounded its wait for the
+// key, and nothing after it), and answers on its own.
+func (s AtomicTx[S, W, A, R, T]) twinAfterRollback(l ledgerSuite[S, W, A, R], rt callerTx[T]) func(*testing.T) {
+	return func(t *testing.T) {
+		e, svc, _ := l.setup(t)
+		// The twin's claim wait outlasts the test's wait for it to queue.
+		ts := l.twinStore(t, e, time.Minute)
+		a := s.Sample(t)
+		ctx := keyCtx(t, "twin-after-rollback", "")
+		holding, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		free := func() { once.Do(func() { close(release) }) }
+		defer free()
+		first := make(chan error, 1)
+		go func() {
+			_, err := idem.Atomic(ctx, e.store, s.Method, s.Fingerprint(a), func(bctx context.Context, tx T) (R, error) {
+				var zero R
+				_, err := s.Body(svc, bctx, tx, a)
+				if err == nil {
+					err = rt.exec(bctx, tx, "SELECT 1") // the transaction is open
+				}
+				close(holding)
+				<-release
+				if err != nil {
+					return zero, err
+				}
+				return zero, errInjected
+			})
+			first <- err
+		}()
+		<-holding
+		type answer struct {
+			r        R
+			err      error
+			replayed bool
+		}
+		twin := make(chan answer, 1)
+		tctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		go func() {
+			octx, o := idem.ContextWithOutcome(tctx)
+			r, err := idem.Atomic(octx, ts, s.Method, s.Fingerprint(a), func(bctx context.Context, tx T) (R, error) {
+				out, err := s.Body(svc, bctx, tx, a)
+				if err == nil {
+					err = rt.exec(bctx, tx, lockTimeoutIsTheSessions)
+				}
+				return out, err
+			})
+			twin <- answer{r, err, o.Replayed()}
+		}()
+		if why := waitQueued(t, e.db, func() bool { return len(twin) > 0 }); why != "" {
+			cancel()
+			t.Fatalf("a twin of a call holding the key %s, want it queued on the key's lock", why)
+		}
+		free()
+		if err := <-first; !errors.Is(err, errInjected) {
+			t.Fatalf("the failing call: got error %v, want the injected failure", err)
+		}
+		got := <-twin
+		must(t, "the twin queued behind a call that failed (the request from "+funcName(s.Sample)+" must succeed)", got.err)
+		if got.replayed {
+			t.Errorf("the twin of a call that failed answered as a replay, want its own answer")
+		}
+		e.wantRows(t, 1)
+		e.wantEffects(t, 1)
+	}
+}
+
+// lockTimeoutIsTheSessions fails unless the transaction's lock_timeout is
+// the session's.
+const lockTimeoutIsTheSessions = `DO $$ BEGIN
+IF (SELECT setting <> reset_val FROM pg_settings WHERE name = 'lock_timeout') THEN
+    RAISE EXCEPTION 'the body runs with lock_timeout %, not the session''s', current_setting('lock_timeout');
+END IF; END $$`
+
+// waitQueued returns "" once a session waits for an advisory lock on db,
+// or why not: a session waits on a row first, or done reports the twin
+// answered without waiting.
+func waitQueued(t *testing.T, db *DB, done func() bool) string {
+	t.Helper()
+	for {
+		if done() {
+			return "answered at once"
+		}
+		var advisory, rows int
+		err := db.Pool.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE locktype = 'advisory'),
+       count(*) FILTER (WHERE locktype IN ('transactionid', 'tuple'))
+FROM pg_locks WHERE NOT granted`).Scan(&advisory, &rows)
+		must(t, "read pg_locks", err)
+		switch {
+		case advisory > 0:
+			return ""
+		case rows > 0:
+			return "waits on a row the call holds"
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// holdsKeyBeforeBody reports whether the key's lock is taken before the
+// body runs: on a *sql.Tx, which cannot carry it with the body's first
+// statement as a pgx.Tx does.
+func holdsKeyBeforeBody[T any]() bool {
+	_, ok := any((*T)(nil)).(**sql.Tx)
+	return ok
+}
+
+// twinOfHolder: a twin of a call whose body has done its work and not
+// committed (the call holds the key, and whatever rows its work locked) is
+// told the key is in progress once the claim wait ends (*InProgressError:
+// 409 over HTTP, ABORTED over gRPC), instead of waiting for the call, on
+// the key's ledger row or on a row the work holds, for as long as its
+// context allows; its body does not run. The call then commits its own
+// answer, which the twin's retry replays.
+func (s AtomicTx[S, W, A, R, T]) twinOfHolder(l ledgerSuite[S, W, A, R], rt callerTx[T]) func(*testing.T) {
+	return func(t *testing.T) {
+		e, svc, w := l.setup(t)
+		tw := s.Wrap(svc, l.twinStore(t, e, shortClaimWait))
+		a := s.Sample(t)
+		ctx := keyCtx(t, "twin-of-holder", "")
+		var twinErr error
+		got, err := idem.Atomic(ctx, e.store, s.Method, s.Fingerprint(a), func(bctx context.Context, tx T) (R, error) {
+			out, err := s.Body(svc, bctx, tx, a)
+			if err != nil {
+				return out, err
+			}
+			// The transaction is open (a body that sent nothing has not
+			// begun it yet).
+			must(t, "a statement in the body's transaction", rt.exec(bctx, tx, "SELECT 1"))
+			// A twin that waited on the call would wait for ever (the call
+			// waits for it): its own deadline, far beyond the claim wait,
+			// ends that wait (and keeps a broken runtime's run short).
+			tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			_, twinErr = s.Call(tw, tctx, a)
+			return out, nil
+		})
+		must(t, "the call (the request from "+funcName(s.Sample)+" must succeed)", err)
+		var ip *idem.InProgressError
+		if !errors.As(twinErr, &ip) {
+			t.Fatalf("a twin of a call holding the key: got error %v, want an *idem.InProgressError after the claim wait (%s)", twinErr, shortClaimWait)
+		}
+		e.wantExecutions(t, 1)
+		e.wantRows(t, 1)
+		e.wantEffects(t, 1)
+		again, err := s.Call(w, ctx, a)
+		must(t, "the twin's retry", err)
+		same(t, []result[R]{{resp: got}, {resp: again}}, l.equal)
+	}
 }
 
 // twinCase is a variant of twinDuringBody.
@@ -119,10 +299,18 @@ func (s AtomicTx[S, W, A, R, T]) twinDuringBody(l ledgerSuite[S, W, A, R], rt ca
 			e.clock.Advance(retentionOf(l.method.Retention) + time.Microsecond)
 			effects++
 		}
+		// On a *sql.Tx the call holds the key's lock before its body runs:
+		// the twin waits for it, and is told the key is in progress
+		// (twinOfHolder); the call then answers on its own.
+		held := holdsKeyBeforeBody[T]()
+		tw := w
+		if held {
+			tw = s.Wrap(svc, l.twinStore(t, e, shortClaimWait))
+		}
 		var twin R
 		var twinErr error
 		body := func(bctx context.Context, tx T) (R, error) {
-			twin, twinErr = s.Call(w, ctx, a)
+			twin, twinErr = s.Call(tw, ctx, a)
 			if c.fail {
 				var zero R
 				return zero, errInjected
@@ -143,6 +331,27 @@ func (s AtomicTx[S, W, A, R, T]) twinDuringBody(l ledgerSuite[S, W, A, R], rt ca
 			}
 		} else {
 			got, err = idem.Atomic(octx, e.store, s.Method, s.Fingerprint(a), body)
+		}
+		if held {
+			var ip *idem.InProgressError
+			if !errors.As(twinErr, &ip) {
+				t.Fatalf("a twin during the body of a call holding the key: got error %v, want an *idem.InProgressError", twinErr)
+			}
+			if c.fail {
+				if !errors.Is(err, errInjected) {
+					t.Fatalf("a failing body whose twin waited: got error %v, want the body's", err)
+				}
+				effects--
+				e.wantRows(t, effects)
+			} else {
+				must(t, "the call whose twin waited", err)
+				if o.Replayed() {
+					t.Errorf("a call whose twin waited for it answered as a replay, want its own answer")
+				}
+				e.wantRows(t, 1)
+			}
+			e.wantEffects(t, effects)
+			return
 		}
 		must(t, "the twin (the request from "+funcName(s.Sample)+" must succeed)", twinErr)
 		if err != nil {
