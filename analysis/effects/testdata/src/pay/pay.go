@@ -16,7 +16,7 @@ type Payments struct{ c *http.Client }
 // Charge reaches the bank in another package.
 //
 //go:generate go tool idemgen
-func (p *Payments) Charge(ctx context.Context, tx pgx.Tx) error { // want `Payments.Charge runs in a transaction, but it calls net/http.Post via bank.Transfer → bank.post \(.*bank.go:12:21\)` Charge:"reaches net/http.Post"
+func (p *Payments) Charge(ctx context.Context, tx pgx.Tx) error { // want `Payments.Charge runs in a transaction, but it calls net/http.Post via bank.Transfer → bank.post \(.*bank.go:12:21, called at .*pay.go:23:22\)` Charge:"reaches net/http.Post"
 	if err := tx.Exec(ctx, "INSERT INTO charges VALUES (1)"); err != nil {
 		return err
 	}
@@ -37,7 +37,7 @@ func (p *Payments) Direct(ctx context.Context, tx pgx.Tx) error { // want `Payme
 // Quiet logs, writes on its transaction and calls what is allowed.
 //
 //go:generate go tool idemgen
-func (p *Payments) Quiet(ctx context.Context, tx pgx.Tx) error {
+func (p *Payments) Quiet(ctx context.Context, tx pgx.Tx) error { // want Quiet:`reaches \(github.com/jackc/pgx/v5.Tx\).Exec \(unless its handle is the transaction\)`
 	slog.InfoContext(ctx, "charged")
 	if err := tx.Exec(ctx, "INSERT INTO charges VALUES (1)"); err != nil {
 		return err
