@@ -81,7 +81,7 @@ type Reached struct {
 // handle names a statement's handle as fn sees it.
 func (s *summary) handle(fn *ssa.Function, e Reached) string {
 	if e.Handle == "" && e.HandleParam < 0 {
-		return "a handle that is not the method's transaction"
+		return "its handle"
 	}
 	return handle{Param: e.HandleParam, Path: e.Handle}.render(fn, nil)
 }
@@ -495,7 +495,13 @@ func (s *summary) reach(fn *ssa.Function) []Reached {
 // its free variables): known is false when g is taken as a value and i
 // is a parameter; v is nil when the call passes nothing there.
 func input(g *ssa.Function, i int, args, bindings []ssa.Value) (v ssa.Value, known bool) {
-	if i < len(g.Params) {
+	// A function of another package has no parameters in this program
+	// (no body): count them from its signature.
+	params := g.Signature.Params().Len()
+	if g.Signature.Recv() != nil {
+		params++
+	}
+	if i < params {
 		if args == nil {
 			return nil, false
 		}
@@ -504,7 +510,7 @@ func input(g *ssa.Function, i int, args, bindings []ssa.Value) (v ssa.Value, kno
 		}
 		return nil, true
 	}
-	if j := i - len(g.Params); j < len(bindings) {
+	if j := i - params; j < len(bindings) {
 		return bindings[j], true
 	}
 	return nil, true

@@ -86,7 +86,7 @@ func (fl *flows) of(v ssa.Value) uint64 {
 func (fl *flows) compute(v ssa.Value) uint64 {
 	switch v := v.(type) {
 	case *ssa.Parameter, *ssa.FreeVar:
-		return inputBit(v) | fl.stores(v, 3)
+		return inputBit(v) | fl.stores(v, 5)
 	case *ssa.MakeInterface:
 		return fl.of(v.X)
 	case *ssa.ChangeType:
@@ -117,7 +117,7 @@ func (fl *flows) compute(v ssa.Value) uint64 {
 		}
 		return f
 	case *ssa.Alloc:
-		return fl.stores(v, 3)
+		return fl.stores(v, 5)
 	case *ssa.Call:
 		var f uint64
 		if !v.Call.IsInvoke() {
@@ -134,7 +134,7 @@ func (fl *flows) compute(v ssa.Value) uint64 {
 				f |= fl.of(a)
 			}
 		}
-		return f | fl.stores(v, 3)
+		return f | fl.stores(v, 5)
 	}
 	return 0
 }
@@ -147,7 +147,7 @@ func (fl *flows) load(addr ssa.Value) uint64 {
 	case *ssa.FieldAddr:
 		return fl.fieldStores(a.X, a.Field) | fl.base(a.X)
 	case *ssa.Alloc:
-		return fl.stores(a, 3)
+		return fl.stores(a, 5)
 	}
 	return fl.of(addr)
 }
@@ -181,7 +181,7 @@ func (fl *flows) fieldStores(x ssa.Value, i int) uint64 {
 		if !ok || fa.X != x || fa.Field != i {
 			continue
 		}
-		f |= fl.stores(fa, 3)
+		f |= fl.stores(fa, 5)
 	}
 	return f
 }
@@ -294,6 +294,9 @@ func describe(v ssa.Value) handle {
 			}
 			if callee != nil && callee.Signature.Recv() != nil && len(x.Call.Args) > 0 && sqlLibrary(funcPkg(callee)) {
 				v = x.Call.Args[0]
+				if n := callee.Name(); (n == "Conn" || n == "RunWith") && len(x.Call.Args) > 1 {
+					v = x.Call.Args[1] // the handle the builder is rebound to
+				}
 				continue
 			}
 			name := "a function value"

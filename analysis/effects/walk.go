@@ -460,7 +460,7 @@ func (w *walk) statement(n node, common *ssa.CallCommon, pos token.Pos, name str
 		}
 	}
 	h := statementHandle(common, common.StaticCallee())
-	desc := "a handle that is not the method's transaction"
+	desc := "its handle"
 	if h != nil {
 		desc = w.describe(n, h)
 	}
