@@ -172,6 +172,9 @@ func effectMessage(m *ir.Method, f effects.Finding, via []string) string {
 	if at := firstCall(m, f); at.IsValid() && at != f.Pos {
 		call += ", called at " + at.String()
 	}
+	if f.Exit.IsValid() && f.Exit != firstCall(m, f) {
+		call += ", leaving the module at " + f.Exit.String()
+	}
 	call += ")"
 	through := ""
 	if f.Handle != "" {

@@ -8,6 +8,7 @@ import (
 	"go/types"
 	"os"
 	"sort"
+	"strings"
 
 	"golang.org/x/tools/go/packages"
 	"golang.org/x/tools/go/ssa"
@@ -42,6 +43,10 @@ type Finding struct {
 	// doc comment); "" when the call is reported.
 	Allowed   string
 	AllowedAt token.Position
+	// Exit is the last call of the path in the method's module: the
+	// user's own call that leads out of it (into an SDK); invalid when the
+	// whole path stays in the module.
+	Exit token.Position
 	// Handle says where the handle of a statement outside the
 	// transaction comes from (s.db, the result of pgxpool.New), when the
 	// finding is one.
@@ -603,6 +608,14 @@ func (w *walk) found(n node, pos token.Pos, e Entry, callee, handle string) {
 			f.Path[i].Pos = f.Path[i-1].Pos
 		}
 	}
+	if dir := w.moduleDir(); dir != "" && !within(dir, f.Pos.Filename) {
+		for i := len(f.Path) - 1; i >= 0; i-- {
+			if within(dir, f.Path[i].Pos.Filename) {
+				f.Exit = f.Path[i].Pos
+				break
+			}
+		}
+	}
 	f.Allowed, f.AllowedAt = w.allowed(f)
 	w.report.Findings = append(w.report.Findings, f)
 }
@@ -770,4 +783,17 @@ func storedFuncs(fns []*ssa.Function, into map[*types.Var][]*ssa.Function) {
 	for _, f := range fns {
 		scan(f)
 	}
+}
+
+// moduleDir is the directory of the checked method's module.
+func (w *walk) moduleDir() string {
+	if lp := w.p.roots[w.m.Pkg]; lp != nil && lp.Module != nil {
+		return lp.Module.Dir
+	}
+	return ""
+}
+
+// within reports a file below dir.
+func within(dir, file string) bool {
+	return file != "" && strings.HasPrefix(file, dir+string(os.PathSeparator))
 }
