@@ -393,6 +393,9 @@ func (s *summary) reach(fn *ssa.Function) []Reached {
 					direct(pos, e, name)
 					goto operands
 				}
+				if redisReadDo(common) {
+					goto operands
+				}
 				switch {
 				case common.IsInvoke():
 					named := namedOf(common.Value.Type())

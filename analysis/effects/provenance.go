@@ -2,6 +2,7 @@ package effects
 
 import (
 	"fmt"
+	"go/constant"
 	"go/types"
 	"strings"
 
@@ -669,4 +670,32 @@ func funcTypeCall(c *ssa.CallCommon) (Entry, string, bool) {
 	}
 	e, ok := funcEntry(n.Obj().Pkg().Path(), n.Obj().Name())
 	return e, n.Obj().Pkg().Path() + "." + n.Obj().Name(), ok
+}
+
+// redisReadDo reports a go-redis Do given a constant command name that
+// does not write (rdb.Do(ctx, "GET", k)): not an effect.
+func redisReadDo(c *ssa.CallCommon) bool {
+	var name string
+	var args []ssa.Value
+	if c.IsInvoke() {
+		name, args = c.Method.Name(), c.Args
+	} else if g := c.StaticCallee(); g != nil && g.Signature.Recv() != nil && len(c.Args) > 0 {
+		name, args = g.Name(), c.Args[1:]
+	}
+	if name != "Do" || len(args) < 2 || !under(funcPkgOf(c), []string{"github.com/redis/go-redis", "github.com/go-redis/redis"}) {
+		return false
+	}
+	elems := sliceElems(args[1])
+	if len(elems) == 0 {
+		return false
+	}
+	v := elems[0]
+	if mi, ok := v.(*ssa.MakeInterface); ok {
+		v = mi.X
+	}
+	k, ok := v.(*ssa.Const)
+	if !ok || k.Value == nil || k.Value.Kind() != constant.String {
+		return false
+	}
+	return !rueidisWrite(constant.StringVal(k.Value))
 }

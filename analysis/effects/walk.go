@@ -391,6 +391,9 @@ func (w *walk) call(n node, c ssa.CallInstruction) {
 		w.found(n, pos, e, name, "")
 		return
 	}
+	if redisReadDo(common) {
+		return
+	}
 	if common.IsInvoke() {
 		named := namedOf(common.Value.Type())
 		if named != nil && named.Obj().Pkg() != nil {
