@@ -168,21 +168,45 @@ func effectMessage(m *ir.Method, f effects.Finding, via []string) string {
 	if len(via) > 0 {
 		call += " via " + strings.Join(via, " → ")
 	}
-	call += " (" + f.Pos.String() + ")"
+	call += " (" + f.Pos.String()
+	if at := firstCall(m, f); at.IsValid() && at != f.Pos {
+		call += ", called at " + at.String()
+	}
+	if f.Exit.IsValid() && f.Exit != firstCall(m, f) {
+		call += ", leaving the module at " + f.Exit.String()
+	}
+	call += ")"
+	through := ""
+	if f.Handle != "" {
+		through = " through " + f.Handle
+	}
 	if m.Mode == ir.ModeExternal {
 		step := ""
 		if len(f.Path) > 0 {
 			step = " (" + f.Path[0].Pos.String() + ")"
 		}
-		return fmt.Sprintf("%s is external, and the function it passes to idem.Step%s calls %s, outside any transaction: if the attempt dies before the step's result is recorded, the attempt that takes over runs the step again and repeats the write. Make the write safe to repeat and mark it %s <why>, or move it into an atomic method.",
-			m.Key, step, call, effects.OKDirective)
+		return fmt.Sprintf("%s is external, and the function it passes to idem.Step%s calls %s%s, outside any transaction: if the attempt dies before the step's result is recorded, the attempt that takes over runs the step again and repeats the write. Make the write safe to repeat and mark it %s <why>, or move it into an atomic method.",
+			m.Key, step, call, through, effects.OKDirective)
 	}
 	if f.Entry.Kind == effects.KindDatabase {
-		return fmt.Sprintf("%s is %s, but it calls %s, which runs outside its transaction: a write there is not undone when the transaction rolls back, so a retry repeats it (and a read does not see the transaction's own writes). Run it on the method's %s instead, or mark it %s <why repeating it is safe>.",
-			m.Key, m.Mode, call, tx, effects.OKDirective)
+		return fmt.Sprintf("%s is %s, but it calls %s%s, which is not its transaction (nor derived from it): a write there is not undone when the transaction rolls back, so a retry repeats it (and a read does not see the transaction's own writes). Run it on the method's %s instead, or mark it %s <why repeating it is safe>.",
+			m.Key, m.Mode, call, through, tx, effects.OKDirective)
 	}
 	return fmt.Sprintf("%s is %s, but it calls %s: that call is not undone when the transaction rolls back, so a retry repeats it. Make %s external (take no %s), or move the call after the commit (an outbox), or mark it %s <why repeating it is safe>.",
 		m.Key, m.Mode, call, m.Name, tx, effects.OKDirective)
+}
+
+// firstCall is the call in m's body that starts f's path (for an
+// external method, in the function it passes to idem.Step).
+func firstCall(m *ir.Method, f effects.Finding) token.Position {
+	i := 0
+	if m.Mode == ir.ModeExternal {
+		i = 1
+	}
+	if i < len(f.Path) {
+		return f.Path[i].Pos
+	}
+	return f.Pos
 }
 
 // shortPos is a call's position as a generated doc comment prints it,

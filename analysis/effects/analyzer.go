@@ -3,8 +3,10 @@ package effects
 import (
 	"fmt"
 	"go/ast"
+	gobuild "go/build"
 	"go/token"
 	"go/types"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -49,6 +51,10 @@ func (*Reaches) AFact() {}
 func (r *Reaches) String() string {
 	var out []string
 	for _, e := range r.Effects {
+		if e.Cond != 0 {
+			out = append(out, e.Callee+" (unless its handle is the transaction)")
+			continue
+		}
 		out = append(out, e.Callee)
 	}
 	return "reaches " + strings.Join(out, ", ")
@@ -60,20 +66,59 @@ type Reached struct {
 	Kind   Kind
 	Via    []string // the functions between, the reaching one excluded
 	Pos    string   // the call, file:line:col
+	// Cond, for a statement, are the inputs of the reaching function
+	// (parameters, then free variables, as bits) that, if derived from
+	// the method's transaction, put it inside: 0 means never.
+	Cond uint64
+	// Handle describes the statement's handle: HandleParam's name (when
+	// >= 0) followed by Handle.
+	Handle      string
+	HandleParam int
+	// At is the call in the reaching function that starts the path.
+	At string
+}
+
+// handle names a statement's handle as fn sees it.
+func (s *summary) handle(fn *ssa.Function, e Reached) string {
+	if e.Handle == "" && e.HandleParam < 0 {
+		return "its handle"
+	}
+	return handle{Param: e.HandleParam, Path: e.Handle}.render(fn, nil)
+}
+
+// standard reports a package of the standard library: a leaf, never
+// walked into (its calls count only where the catalogue names them, at
+// the call in the code that makes them).
+func standard(pass *analysis.Pass) bool {
+	if pass.Module != nil && pass.Module.Path != "" || len(pass.Files) == 0 {
+		return false
+	}
+	name := filepath.ToSlash(pass.Fset.Position(pass.Files[0].Package).Filename)
+	if root := gobuild.Default.GOROOT; root != "" && strings.HasPrefix(name, filepath.ToSlash(filepath.Join(root, "src"))+"/") {
+		return true
+	}
+	path := pass.Pkg.Path()
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".") && strings.Contains(name, "/src/"+path+"/") && !strings.Contains(name, "/testdata/")
 }
 
 // summary computes what the functions of one package reach.
 type summary struct {
-	pass  *analysis.Pass
-	memo  map[*ssa.Function][]Reached
-	busy  map[*ssa.Function]bool
-	oks   map[string]map[int]string // file → line → reason
-	types []types.Type
+	pass   *analysis.Pass
+	memo   map[*ssa.Function][]Reached
+	busy   map[*ssa.Function]bool
+	oks    map[string]map[int]string // file → line → reason
+	types  []types.Type
+	flows  *flows
+	fields map[*types.Var][]*ssa.Function
 }
 
 func runAnalyzer(pass *analysis.Pass) (any, error) {
 	res := pass.ResultOf[buildssa.Analyzer].(*buildssa.SSA)
-	s := &summary{pass: pass, memo: map[*ssa.Function][]Reached{}, busy: map[*ssa.Function]bool{}, oks: map[string]map[int]string{}}
+	if standard(pass) {
+		return nil, nil // the standard library is a leaf: no facts, no walk
+	}
+	s := &summary{pass: pass, memo: map[*ssa.Function][]Reached{}, busy: map[*ssa.Function]bool{}, oks: map[string]map[int]string{}, flows: newFlows()}
 	s.collectTypes()
 	for _, f := range pass.Files {
 		name := pass.Fset.Position(f.Package).Filename
@@ -133,12 +178,24 @@ func (s *summary) reportMethod(fn *ssa.Function, decl *ast.FuncDecl) {
 	}
 	if atomic {
 		for _, e := range s.reach(fn) {
+			if e.Cond&(1<<2) != 0 {
+				continue // a statement on a handle derived from the transaction
+			}
 			via := ""
 			if len(e.Via) > 0 {
 				via = " via " + strings.Join(s.local(e.Via), " → ")
 			}
-			s.pass.Reportf(decl.Name.Pos(), "%s%s runs in a transaction, but it calls %s%s (%s): that call is not undone when the transaction rolls back, so a retry repeats it; make %s external, move the call after the commit (an outbox), or mark it %s <why repeating it is safe>",
-				recv, name, e.Callee, via, e.Pos, name, OKDirective)
+			at := ""
+			if e.At != "" && e.At != e.Pos {
+				at = ", called at " + e.At
+			}
+			if e.Kind == KindDatabase {
+				s.pass.Reportf(decl.Name.Pos(), "%s%s runs in a transaction, but it calls %s%s (%s%s) through %s, which is not derived from the method's transaction: a write there is not undone when the transaction rolls back, so a retry repeats it; run it on the method's transaction, or mark it %s <why repeating it is safe>",
+					recv, name, e.Callee, via, e.Pos, at, s.handle(fn, e), OKDirective)
+				continue
+			}
+			s.pass.Reportf(decl.Name.Pos(), "%s%s runs in a transaction, but it calls %s%s (%s%s): that call is not undone when the transaction rolls back, so a retry repeats it; make %s external, move the call after the commit (an outbox), or mark it %s <why repeating it is safe>",
+				recv, name, e.Callee, via, e.Pos, at, name, OKDirective)
 		}
 		return
 	}
@@ -147,8 +204,8 @@ func (s *summary) reportMethod(fn *ssa.Function, decl *ast.FuncDecl) {
 			if e.Kind != KindDatabase {
 				continue
 			}
-			s.pass.Reportf(decl.Name.Pos(), "%s%s is external, and the function it passes to idem.Step calls %s (%s) outside any transaction: a step run again after a crash repeats it; make it safe to repeat and mark it %s <why>, or move it into an atomic method",
-				recv, name, e.Callee, e.Pos, OKDirective)
+			s.pass.Reportf(decl.Name.Pos(), "%s%s is external, and the function it passes to idem.Step calls %s (%s) through %s, outside any transaction: a step run again after a crash repeats it; make it safe to repeat and mark it %s <why>, or move it into an atomic method",
+				recv, name, e.Callee, e.Pos, s.handle(st.fn, e), OKDirective)
 		}
 	}
 }
@@ -206,7 +263,9 @@ func (s *summary) collectTypes() {
 }
 
 // reach returns what fn reaches, each catalogued call once, by the
-// shortest path found.
+// shortest path found. A statement through a handle that may come from
+// fn's inputs is conditional (Reached.Cond): the caller decides, from
+// what it passes, whether that handle is its transaction's.
 func (s *summary) reach(fn *ssa.Function) []Reached {
 	if r, ok := s.memo[fn]; ok {
 		return r
@@ -222,30 +281,70 @@ func (s *summary) reach(fn *ssa.Function) []Reached {
 		if i, ok := seen[k]; ok {
 			if len(e.Via) < len(out[i].Via) {
 				out[i] = e
+			} else if len(e.Via) == len(out[i].Via) {
+				out[i].Cond |= e.Cond
 			}
 			return
 		}
 		seen[k] = len(out)
 		out = append(out, e)
 	}
-	through := func(g *ssa.Function, pos token.Pos, es []Reached) {
+	position := func(pos token.Pos) string {
+		if !pos.IsValid() {
+			return ""
+		}
+		return s.pass.Fset.Position(pos).String()
+	}
+	// through adds what g reaches, called at pos with args (receiver
+	// first; nil when g is taken as a value, whose parameters' origin is
+	// unknown) and, for a closure, bindings.
+	through := func(g *ssa.Function, pos token.Pos, es []Reached, args []ssa.Value, bindings []ssa.Value) {
 		if s.allowedAt(pos) {
 			return
 		}
 		for _, e := range es {
-			add(Reached{Callee: e.Callee, Kind: e.Kind, Via: append([]string{s.name(g)}, e.Via...), Pos: e.Pos})
+			r := Reached{Callee: e.Callee, Kind: e.Kind, Via: append([]string{s.name(g)}, e.Via...), Pos: e.Pos, Handle: e.Handle, HandleParam: -1, At: position(pos)}
+			if r.Pos == "" {
+				r.Pos = position(pos)
+			}
+			if e.Cond != 0 || e.HandleParam >= 0 {
+				inside := false
+				for i := 0; i < 64; i++ {
+					if e.Cond&(1<<i) == 0 {
+						continue
+					}
+					v, known := input(g, i, args, bindings)
+					if !known {
+						inside = true // a callback's parameter: its origin is unknown
+						break
+					}
+					if v != nil {
+						r.Cond |= s.flows.of(v)
+					}
+				}
+				if inside {
+					continue
+				}
+				if e.HandleParam >= 0 {
+					if v, _ := input(g, e.HandleParam, args, bindings); v != nil {
+						h := describe(v)
+						r.HandleParam, r.Handle = h.Param, h.Path+e.Handle
+					}
+				}
+			}
+			add(r)
 		}
 	}
 	direct := func(pos token.Pos, e Entry, callee string) {
 		if s.allowedAt(pos) {
 			return
 		}
-		add(Reached{Callee: callee, Kind: e.Kind, Pos: s.pass.Fset.Position(pos).String()})
+		add(Reached{Callee: callee, Kind: e.Kind, Pos: position(pos), HandleParam: -1, At: position(pos)})
 	}
-	enter := func(g *ssa.Function, pos token.Pos) {
+	enter := func(g *ssa.Function, pos token.Pos, args, bindings []ssa.Value) {
 		o := origin(g)
 		if o.Pkg != nil && o.Pkg.Pkg == s.pass.Pkg && len(g.Blocks) > 0 || g.Parent() != nil {
-			through(g, pos, s.reach(g))
+			through(g, pos, s.reach(g), args, bindings)
 			return
 		}
 		obj, ok := o.Object().(*types.Func)
@@ -254,7 +353,7 @@ func (s *summary) reach(fn *ssa.Function) []Reached {
 		}
 		var f Reaches
 		if s.pass.ImportObjectFact(obj, &f) {
-			through(g, pos, f.Effects)
+			through(g, pos, f.Effects, args, bindings)
 		}
 	}
 	for _, b := range fn.Blocks {
@@ -263,6 +362,40 @@ func (s *summary) reach(fn *ssa.Function) []Reached {
 			if c, ok := instr.(ssa.CallInstruction); ok {
 				common := c.Common()
 				pos := c.Pos()
+				if !common.IsInvoke() {
+					callee = common.Value
+				}
+				if name, ok := statement(common); ok {
+					if _, _, isCat := catalogued0(common); !isCat {
+						if s.allowedAt(pos) {
+							goto operands
+						}
+						var cond uint64
+						for _, v := range statementInputs(common) {
+							cond |= s.flows.of(v)
+						}
+						r := Reached{Callee: name, Kind: KindDatabase, Pos: position(pos), Cond: cond, HandleParam: -1, At: position(pos)}
+						if h := statementHandle(common, common.StaticCallee()); h != nil {
+							d := describe(h)
+							r.HandleParam, r.Handle = d.Param, d.Path
+						}
+						add(r)
+						goto operands
+					}
+				}
+				if name, write, ok := rueidisCall(common); ok {
+					if write {
+						direct(pos, Entry{Kind: KindStore}, name)
+					}
+					goto operands
+				}
+				if e, name, ok := funcTypeCall(common); ok {
+					direct(pos, e, name)
+					goto operands
+				}
+				if redisReadDo(common) {
+					goto operands
+				}
 				switch {
 				case common.IsInvoke():
 					named := namedOf(common.Value.Type())
@@ -277,6 +410,7 @@ func (s *summary) reach(fn *ssa.Function) []Reached {
 						}
 					}
 					it, _ := common.Value.Type().Underlying().(*types.Interface)
+					args := append([]ssa.Value{common.Value}, common.Args...)
 					for _, t := range s.types {
 						if it == nil || !types.Implements(t, it) {
 							continue
@@ -291,20 +425,39 @@ func (s *summary) reach(fn *ssa.Function) []Reached {
 							}
 							continue
 						}
-						enter(g, pos)
+						enter(g, pos, args, nil)
 					}
 				default:
-					callee = common.Value
 					g := common.StaticCallee()
 					if g == nil {
+						if field := fieldOf(common.Value); field != nil {
+							for _, h := range s.fieldFuncs()[field] {
+								if e, name, ok := catalogued(h); ok {
+									if !e.Static {
+										direct(pos, e, name)
+									}
+									continue
+								}
+								enter(h, pos, nil, nil)
+							}
+						}
 						break
 					}
 					if e, name, ok := catalogued(g); ok {
 						switch {
 						case e.Kind == KindDatabase && len(common.Args) > 0 && connOfTx(common.Args[0]):
 						case e.Kind == KindFile && len(common.Args) > 0 && stdStream(common.Args[0]):
+						case readOnlyOpen(g, common.Args):
 						default:
-							direct(pos, e, name)
+							if s.allowedAt(pos) {
+								break
+							}
+							r := Reached{Callee: name, Kind: e.Kind, Pos: position(pos), HandleParam: -1, At: position(pos)}
+							if e.Kind == KindDatabase && len(common.Args) > 0 {
+								d := describe(common.Args[0])
+								r.HandleParam, r.Handle = d.Param, d.Path
+							}
+							add(r)
 						}
 						break
 					}
@@ -312,16 +465,25 @@ func (s *summary) reach(fn *ssa.Function) []Reached {
 						direct(pos, e, name)
 						break
 					}
-					enter(g, pos)
+					var bindings []ssa.Value
+					if mc, ok := common.Value.(*ssa.MakeClosure); ok {
+						bindings = mc.Bindings
+					}
+					enter(g, pos, common.Args, bindings)
 				}
 			}
+		operands:
 			var ops []*ssa.Value
 			for _, op := range instr.Operands(ops) {
 				if op == nil || *op == callee {
 					continue
 				}
 				if g := funcOf(*op); g != nil {
-					enter(g, instr.Pos())
+					var bindings []ssa.Value
+					if mc, ok := (*op).(*ssa.MakeClosure); ok {
+						bindings = mc.Bindings
+					}
+					enter(g, instr.Pos(), nil, bindings)
 				}
 			}
 		}
@@ -330,6 +492,40 @@ func (s *summary) reach(fn *ssa.Function) []Reached {
 	delete(s.busy, fn)
 	s.memo[fn] = out
 	return out
+}
+
+// input is the value a call passes for input i of g (its parameters, then
+// its free variables): known is false when g is taken as a value and i
+// is a parameter; v is nil when the call passes nothing there.
+func input(g *ssa.Function, i int, args, bindings []ssa.Value) (v ssa.Value, known bool) {
+	// A function of another package has no parameters in this program
+	// (no body): count them from its signature.
+	params := g.Signature.Params().Len()
+	if g.Signature.Recv() != nil {
+		params++
+	}
+	if i < params {
+		if args == nil {
+			return nil, false
+		}
+		if i < len(args) {
+			return args[i], true
+		}
+		return nil, true
+	}
+	if j := i - params; j < len(bindings) {
+		return bindings[j], true
+	}
+	return nil, true
+}
+
+// fieldFuncs indexes the functions the package stores in struct fields.
+func (s *summary) fieldFuncs() map[*types.Var][]*ssa.Function {
+	if s.fields == nil {
+		s.fields = map[*types.Var][]*ssa.Function{}
+		storedFuncs(s.pass.ResultOf[buildssa.Analyzer].(*buildssa.SSA).SrcFuncs, s.fields)
+	}
+	return s.fields
 }
 
 // allowedAt reports an //idem:effect-ok with a reason on the line of pos

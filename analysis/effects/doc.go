@@ -14,17 +14,21 @@
 // found inside its module). It reports each catalogued call it reaches
 // with the shortest path to it.
 //
-// It does not follow calls on the method's transaction (pgx.Tx, *sql.Tx),
-// nor into the standard library (read from export data: its calls count
-// only when the catalogue names them), the idem runtime, the pgx and
-// database/sql drivers, log, log/slog, OpenTelemetry or Prometheus; only
-// the packages it can enter are type-checked from source (Load). Database handles and files are
-// reported only where the call names them (a *pgxpool.Pool, an *os.File):
-// through an interface such as sqlc's DBTX the same value may be the
-// method's own transaction, which the walk cannot tell.
+// It does not walk into the standard library (read from export data: its
+// calls count only when the catalogue names them), the idem runtime, the
+// SQL drivers, ORMs and query builders, loggers, tracing, metrics, UUID
+// and JSON packages, or the clients of the stores it catalogues (see
+// leaf); only the packages it can enter are type-checked from source
+// (Load). A statement sent to a database is judged by where its handle
+// comes from (provenance.go): inside the transaction when the handle is
+// derived from the method's transaction parameter (tx, sqlc's
+// q.WithTx(tx), bun's .Conn(tx), GORM's ConnPool = tx, …), outside, and
+// reported with the handle's origin, otherwise (s.q built on the pool, a
+// *bun.DB, a *gorm.DB on the pool).
 //
 // What it can miss: calls through function values whose origin it cannot
-// see (a func stored in a field by code outside the program), reflection,
+// see (a func stored in a field by code outside the annotated packages'
+// modules; what their own code stores is followed), reflection,
 // cgo and assembly, effects made by another process, and implementations
 // that only a package outside the program declares. Test files are not
 // part of the program, so a fake that only a test declares is never a

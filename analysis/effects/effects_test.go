@@ -91,6 +91,43 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestProvenance: a statement's place follows where its handle comes
+// from: refused through queries built on the pool or a helper given the
+// pool, naming the handle; inside through the same queries rebound to the
+// transaction, a helper given it, a struct holding it.
+func TestProvenance(t *testing.T) {
+	t.Parallel()
+	p, _ := loadTestdata(t, "walk.txtar", "./pay")
+	const pay = "example.com/effects/pay"
+	cases := []struct {
+		method string
+		want   []string
+		handle string
+	}{
+		{method: "QueriesOnPool", want: []string{"(example.com/effects/pay.DBTX).Exec via [Queries.Insert] at pay.go:43"}, handle: "p.q.db"},
+		{method: "QueriesWithTx"},
+		{method: "HelperGivenTx"},
+		{method: "HelperGivenPool", want: []string{"(example.com/effects/pay.DBTX).Exec via [insert] at pay.go:262"}, handle: "p.pool"},
+		{method: "InStruct"},
+		{method: "FuncField", want: []string{"net/http.Post via [notify] at pay.go:97"}},
+		{method: "ReadsFiles"},
+	}
+	for _, c := range cases {
+		t.Run(c.method, func(t *testing.T) {
+			r, err := p.Check(Method{Pkg: pay, Recv: "Provenance", Name: c.method})
+			require.NoError(t, err)
+			var got []string
+			for _, f := range r.Findings {
+				got = append(got, show(f))
+			}
+			require.Equal(t, c.want, got)
+			if c.handle != "" {
+				require.Equal(t, c.handle, r.Findings[0].Handle)
+			}
+		})
+	}
+}
+
 // TestCheckNewOutput: code that already calls a file the generator is
 // about to write (given as an overlay, absent from the disk) type-checks,
 // so the method is walked.

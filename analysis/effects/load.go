@@ -44,6 +44,12 @@ type Program struct {
 	concrete []types.Type            // candidate dynamic types of interface values
 	impls    map[string][]types.Type // by interface type string
 	oks      map[string]map[int]okComment
+	flows    *flows
+	// named are the packages the patterns named; fields indexes the
+	// functions their modules' code stores in struct fields (built on
+	// the first call through such a field).
+	named  []*packages.Package
+	fields map[*types.Var][]*ssa.Function
 }
 
 // Load type-checks the packages cfg names and their dependencies outside
@@ -139,7 +145,7 @@ func load(ctx context.Context, cfg Config, patterns []string, swap, overlay map[
 	}
 	prog := build(pkgs)
 	p := &Program{fset: prog.Fset, prog: prog, roots: map[string]*packages.Package{}, files: map[string]*ast.File{},
-		impls: map[string][]types.Type{}, oks: map[string]map[int]okComment{}}
+		impls: map[string][]types.Type{}, oks: map[string]map[int]okComment{}, flows: newFlows()}
 	isNamed := map[string]bool{}
 	for _, l := range list {
 		isNamed[l.PkgPath] = true
@@ -160,7 +166,51 @@ func load(ctx context.Context, cfg Config, patterns []string, swap, overlay map[
 		}
 	}
 	p.concrete = concreteTypes(prog)
+	p.named = named
 	return p, named, nil
+}
+
+// fieldFuncs returns the functions the code of the named packages'
+// modules stores in field (a constructor's &Client{send: post}).
+func (p *Program) fieldFuncs(field *types.Var) []*ssa.Function {
+	if p.fields == nil {
+		p.fields = map[*types.Var][]*ssa.Function{}
+		modules := map[string]bool{}
+		for _, n := range p.named {
+			if n.Module != nil {
+				modules[n.Module.Path] = true
+			}
+		}
+		var fns []*ssa.Function
+		for _, pkg := range p.roots {
+			if pkg.Module == nil || !modules[pkg.Module.Path] || broken(pkg) {
+				continue
+			}
+			sp := p.prog.Package(pkg.Types)
+			if sp == nil {
+				continue
+			}
+			sp.Build()
+			for _, m := range sp.Members {
+				switch m := m.(type) {
+				case *ssa.Function:
+					fns = append(fns, m)
+				case *ssa.Type:
+					if n, ok := types.Unalias(m.Type()).(*types.Named); !ok || n.TypeParams().Len() > 0 || types.IsInterface(n) {
+						continue
+					}
+					mset := p.prog.MethodSets.MethodSet(types.NewPointer(m.Type()))
+					for i := 0; i < mset.Len(); i++ {
+						if f := p.prog.MethodValue(mset.At(i)); f != nil && f.Pkg == sp {
+							fns = append(fns, f)
+						}
+					}
+				}
+			}
+		}
+		storedFuncs(fns, p.fields)
+	}
+	return p.fields[field]
 }
 
 // walked returns the import paths of the packages named and of those they

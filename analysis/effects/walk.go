@@ -3,9 +3,12 @@ package effects
 import (
 	"fmt"
 	"go/ast"
+	"go/constant"
 	"go/token"
 	"go/types"
+	"os"
 	"sort"
+	"strings"
 
 	"golang.org/x/tools/go/packages"
 	"golang.org/x/tools/go/ssa"
@@ -40,6 +43,14 @@ type Finding struct {
 	// doc comment); "" when the call is reported.
 	Allowed   string
 	AllowedAt token.Position
+	// Exit is the last call of the path in the method's module: the
+	// user's own call that leads out of it (into an SDK); invalid when the
+	// whole path stays in the module.
+	Exit token.Position
+	// Handle says where the handle of a statement outside the
+	// transaction comes from (s.db, the result of pgxpool.New), when the
+	// finding is one.
+	Handle string
 }
 
 // Hop is a function on the path to an effect.
@@ -72,14 +83,22 @@ func (p *Program) Check(m Method) (*Report, error) {
 		return nil, err
 	}
 	r := &Report{Pos: p.fset.Position(fn.Pos())}
-	w := &walk{p: p, m: m, root: fn, pkg: fn.Pkg.Pkg, report: r, parent: map[*ssa.Function]edge{}, seen: map[string]bool{}}
+	w := &walk{p: p, m: m, root: node{fn: fn}, pkg: fn.Pkg.Pkg, report: r, parent: map[node]edge{}, inputs: map[node][]string{}, seen: map[string]bool{}}
 	w.docOK, w.docOKPos = p.docOK(decl, r)
 	if m.Steps {
+		w.parent[w.root] = edge{}
 		for _, step := range stepClosures(fn) {
-			w.visit(step.fn, edge{from: fn, pos: step.pos})
+			w.visit(node{fn: step.fn, mask: allInputs &^ freeMask(step.fn)}, edge{from: w.root, pos: step.pos}, nil)
 		}
 	} else {
-		w.visit(fn, edge{})
+		// The transaction is the parameter after ctx (Params[0] is the
+		// receiver).
+		var mask uint64
+		if len(fn.Params) > 2 && isTx(fn.Params[2].Type()) {
+			mask = 1 << 2
+		}
+		w.root.mask = mask
+		w.visit(w.root, edge{}, nil)
 	}
 	w.run()
 	sort.SliceStable(r.Findings, func(i, j int) bool { return less(r.Findings[i].Pos, r.Findings[j].Pos) })
@@ -131,6 +150,17 @@ func (p *Program) method(m Method) (*ssa.Function, *ast.FuncDecl, error) {
 type step struct {
 	fn  *ssa.Function
 	pos token.Pos
+}
+
+// freeMask is the bits of fn's free variables.
+func freeMask(fn *ssa.Function) uint64 {
+	var m uint64
+	for i := range fn.FreeVars {
+		if b := len(fn.Params) + i; b < 64 {
+			m |= 1 << b
+		}
+	}
+	return m
 }
 
 // stepClosures returns the functions fn (and the closures it declares)
@@ -186,9 +216,17 @@ func funcOf(v ssa.Value) *ssa.Function {
 	return nil
 }
 
-// edge is how the walk reached a function: from which, at which call.
+// node is a function as the walk reaches it: with the inputs (bits of
+// its parameters, then of its free variables) that are derived from the
+// method's transaction at the call that reached it.
+type node struct {
+	fn   *ssa.Function
+	mask uint64
+}
+
+// edge is how the walk reached a node: from which, at which call.
 type edge struct {
-	from *ssa.Function
+	from node
 	pos  token.Pos
 }
 
@@ -198,38 +236,95 @@ type walk struct {
 	p      *Program
 	m      Method
 	pkg    *types.Package
-	root   *ssa.Function // the method
+	root   node // the method
 	report *Report
 	docOK  string
 	// docOKPos is the method's //idem:effect-ok comment.
 	docOKPos token.Position
 
-	queue  []*ssa.Function
-	parent map[*ssa.Function]edge
+	queue  []node
+	parent map[node]edge
+	// inputs are the descriptions of a node's inputs, as the call that
+	// reached it passed them (s.q for the receiver of Queries.CreateX).
+	inputs map[node][]string
 	seen   map[string]bool // effect calls reported, by position and callee
 }
 
-func (w *walk) visit(fn *ssa.Function, e edge) {
-	if fn == nil {
+func (w *walk) visit(n node, e edge, inputs []string) {
+	if n.fn == nil {
 		return
 	}
-	if _, ok := w.parent[fn]; ok {
+	if _, ok := w.parent[n]; ok {
 		return
 	}
-	w.parent[fn] = e
-	w.queue = append(w.queue, fn)
+	w.parent[n] = e
+	w.inputs[n] = inputs
+	w.queue = append(w.queue, n)
 }
 
 func (w *walk) run() {
 	for len(w.queue) > 0 {
-		fn := w.queue[0]
+		n := w.queue[0]
 		w.queue = w.queue[1:]
-		w.scan(fn)
+		w.scan(n)
 	}
 }
 
-// scan looks at every call and function value of fn.
-func (w *walk) scan(fn *ssa.Function) {
+// derived reports whether v, in the function of n, is derived from the
+// method's transaction.
+func (w *walk) derived(n node, v ssa.Value) bool {
+	return w.p.flows.of(v)&n.mask != 0
+}
+
+// describe names where v, in n's function, comes from.
+func (w *walk) describe(n node, v ssa.Value) string {
+	return describe(v).render(n.fn, w.inputs[n])
+}
+
+// callee is the node a call reaches in g, given its arguments (receiver
+// first), and the descriptions of g's inputs.
+func (w *walk) callee(n node, g *ssa.Function, args []ssa.Value, closure *ssa.MakeClosure) (node, []string) {
+	c := node{fn: g}
+	names := make([]string, len(g.Params)+len(g.FreeVars))
+	for i, a := range args {
+		if i >= len(g.Params) || i >= 64 {
+			break
+		}
+		if w.derived(n, a) {
+			c.mask |= 1 << i
+		}
+		if handleLike(a.Type()) && !isContext(a.Type()) {
+			names[i] = w.describe(n, a)
+		}
+	}
+	if closure != nil {
+		for j, b := range closure.Bindings {
+			i := len(g.Params) + j
+			if i >= 64 || i >= len(names) {
+				break
+			}
+			if w.derived(n, b) {
+				c.mask |= 1 << i
+			}
+			names[i] = w.describe(n, b)
+		}
+	}
+	return c, names
+}
+
+// valueNode is the node of a function taken as a value: its parameters'
+// origin is unknown (taken to be the transaction's: a callback such as
+// pgx.BeginFunc's), its free variables are the closure's bindings.
+func (w *walk) valueNode(n node, v ssa.Value, g *ssa.Function) (node, []string) {
+	mc, _ := v.(*ssa.MakeClosure)
+	c, names := w.callee(n, g, nil, mc)
+	c.mask |= allInputs &^ freeMask(g)
+	return c, names
+}
+
+// scan looks at every call and function value of n's function.
+func (w *walk) scan(n node) {
+	fn := n.fn
 	if fn.Pkg != nil && fn.Blocks == nil && fn.Synthetic == "" {
 		fn.Pkg.Build() // bodies are built as the walk reaches their package
 	}
@@ -238,7 +333,7 @@ func (w *walk) scan(fn *ssa.Function) {
 		for _, instr := range b.Instrs {
 			var callee ssa.Value
 			if c, ok := instr.(ssa.CallInstruction); ok {
-				w.call(fn, c)
+				w.call(n, c)
 				if !c.Common().IsInvoke() {
 					callee = c.Common().Value
 				}
@@ -253,15 +348,17 @@ func (w *walk) scan(fn *ssa.Function) {
 					continue
 				}
 				if g := funcOf(*op); g != nil && !w.skip(g) {
-					w.visit(g, edge{from: fn, pos: instr.Pos()})
+					c, names := w.valueNode(n, *op, g)
+					w.visit(c, edge{from: n, pos: instr.Pos()}, names)
 				}
 			}
 		}
 	}
 }
 
-// skip reports a function not to walk into: bodiless, or in a leaf
-// package.
+// skip reports a function not to walk into: in a leaf package, or one of
+// the SQL libraries (their statements are judged at the call that hands
+// them a handle).
 func (w *walk) skip(g *ssa.Function) bool {
 	o := origin(g)
 	if o.Pkg != nil && leaf(o.Pkg.Pkg.Path()) {
@@ -273,22 +370,43 @@ func (w *walk) skip(g *ssa.Function) bool {
 	return false
 }
 
-// call handles one call site of fn.
-func (w *walk) call(fn *ssa.Function, c ssa.CallInstruction) {
+// call handles one call site of n's function.
+func (w *walk) call(n node, c ssa.CallInstruction) {
+	fn := n.fn
 	common := c.Common()
 	pos := c.Pos()
+	if name, ok := statement(common); ok {
+		if _, _, isCat := catalogued0(common); !isCat {
+			w.statement(n, common, pos, name)
+			return
+		}
+	}
+	if name, write, ok := rueidisCall(common); ok {
+		if write {
+			w.found(n, pos, Entry{Pkg: funcPkgOf(common), Kind: KindStore}, name, "")
+		}
+		return
+	}
+	if e, name, ok := funcTypeCall(common); ok {
+		w.found(n, pos, e, name, "")
+		return
+	}
+	if redisReadDo(common) {
+		return
+	}
 	if common.IsInvoke() {
 		named := namedOf(common.Value.Type())
 		if named != nil && named.Obj().Pkg() != nil {
 			path := named.Obj().Pkg().Path()
 			if e, ok := lookup(path, named.Obj().Name(), common.Method.Name()); ok {
-				w.found(fn, pos, e, fmt.Sprintf("(%s.%s).%s", path, named.Obj().Name(), common.Method.Name()))
+				w.found(n, pos, e, fmt.Sprintf("(%s.%s).%s", path, named.Obj().Name(), common.Method.Name()), "")
 				return
 			}
 			if leaf(path) {
 				return
 			}
 		}
+		args := append([]ssa.Value{common.Value}, common.Args...)
 		for _, t := range w.p.implementations(common.Value.Type()) {
 			g := w.p.prog.LookupMethod(t, common.Method.Pkg(), common.Method.Name())
 			if g == nil {
@@ -296,18 +414,20 @@ func (w *walk) call(fn *ssa.Function, c ssa.CallInstruction) {
 			}
 			if e, name, ok := catalogued(g); ok {
 				if !e.Static {
-					w.found(fn, pos, e, name)
+					w.found(n, pos, e, name, "")
 				}
 				continue
 			}
 			if !w.skip(g) {
-				w.visit(g, edge{from: fn, pos: pos})
+				cn, names := w.callee(n, g, args, nil)
+				w.visit(cn, edge{from: n, pos: pos}, names)
 			}
 		}
 		return
 	}
 	g := common.StaticCallee()
 	if g == nil {
+		w.dynamic(n, common, pos)
 		return // a call through a function value the walk cannot resolve
 	}
 	if e, name, ok := catalogued(g); ok {
@@ -317,15 +437,65 @@ func (w *walk) call(fn *ssa.Function, c ssa.CallInstruction) {
 		if e.Kind == KindFile && len(common.Args) > 0 && stdStream(common.Args[0]) {
 			return // os.Stdout, os.Stderr: logging
 		}
-		w.found(fn, pos, e, name)
+		if readOnlyOpen(g, common.Args) {
+			return
+		}
+		handle := ""
+		if e.Kind == KindDatabase && len(common.Args) > 0 {
+			handle = w.describe(n, common.Args[0])
+		}
+		w.found(n, pos, e, name, handle)
 		return
 	}
 	if e, name, ok := beginFunc(g, common.Args); ok {
-		w.found(fn, pos, e, name)
+		w.found(n, pos, e, name, w.describe(n, common.Args[1]))
 		return
 	}
 	if !w.skip(g) {
-		w.visit(g, edge{from: fn, pos: pos})
+		mc, _ := common.Value.(*ssa.MakeClosure)
+		cn, names := w.callee(n, g, common.Args, mc)
+		w.visit(cn, edge{from: n, pos: pos}, names)
+	}
+	_ = fn
+}
+
+// statement judges a statement call by its handle's provenance: inside
+// the transaction when the receiver or an argument is derived from it.
+func (w *walk) statement(n node, common *ssa.CallCommon, pos token.Pos, name string) {
+	for _, v := range statementInputs(common) {
+		if w.derived(n, v) {
+			return
+		}
+	}
+	h := statementHandle(common, common.StaticCallee())
+	desc := "its handle"
+	if h != nil {
+		desc = w.describe(n, h)
+	}
+	w.found(n, pos, Entry{Pkg: funcPkgOf(common), Kind: KindDatabase}, name, desc)
+}
+
+// dynamic follows a call through a function value loaded from a struct
+// field: to every function the program's code stores in that field (a
+// constructor's &Client{send: post}).
+func (w *walk) dynamic(n node, common *ssa.CallCommon, pos token.Pos) {
+	field := fieldOf(common.Value)
+	if field == nil {
+		return
+	}
+	for _, g := range w.p.fieldFuncs(field) {
+		if w.skip(g) {
+			continue
+		}
+		if e, name, ok := catalogued(g); ok {
+			if !e.Static {
+				w.found(n, pos, e, name, "")
+			}
+			continue
+		}
+		cn, names := w.callee(n, g, common.Args, nil)
+		cn.mask |= allInputs &^ freeMask(g) &^ (1<<len(common.Args) - 1)
+		w.visit(cn, edge{from: n, pos: pos}, names)
 	}
 }
 
@@ -412,7 +582,7 @@ func namedOf(t types.Type) *types.Named {
 }
 
 // found records the effect call at pos in fn, with its path.
-func (w *walk) found(fn *ssa.Function, pos token.Pos, e Entry, callee string) {
+func (w *walk) found(n node, pos token.Pos, e Entry, callee, handle string) {
 	if w.m.Steps && e.Kind != KindDatabase {
 		return
 	}
@@ -422,14 +592,32 @@ func (w *walk) found(fn *ssa.Function, pos token.Pos, e Entry, callee string) {
 		return
 	}
 	w.seen[key] = true
-	f := Finding{Entry: e, Callee: callee, Pos: position}
-	var chain []*ssa.Function
-	for g := fn; g != w.root && g != nil; g = w.parent[g].from {
+	f := Finding{Entry: e, Callee: callee, Pos: position, Handle: handle}
+	var chain []node
+	for g := n; g != w.root && g.fn != nil; g = w.parent[g].from {
 		chain = append(chain, g)
 	}
 	for i := len(chain) - 1; i >= 0; i-- {
 		g := chain[i]
-		f.Path = append(f.Path, Hop{Func: w.name(g), Pos: w.p.fset.Position(w.parent[g].pos)})
+		f.Path = append(f.Path, Hop{Func: w.name(g.fn), Pos: w.p.fset.Position(w.parent[g].pos)})
+	}
+	// A call without a position (in a synthetic wrapper) is placed at the
+	// nearest call of the path that has one.
+	for i := len(f.Path) - 1; i >= 0 && !f.Pos.IsValid(); i-- {
+		f.Pos = f.Path[i].Pos
+	}
+	for i := len(f.Path) - 1; i > 0; i-- {
+		if !f.Path[i].Pos.IsValid() {
+			f.Path[i].Pos = f.Path[i-1].Pos
+		}
+	}
+	if dir := w.moduleDir(); dir != "" && !within(dir, f.Pos.Filename) {
+		for i := len(f.Path) - 1; i >= 0; i-- {
+			if within(dir, f.Path[i].Pos.Filename) {
+				f.Exit = f.Path[i].Pos
+				break
+			}
+		}
 	}
 	f.Allowed, f.AllowedAt = w.allowed(f)
 	w.report.Findings = append(w.report.Findings, f)
@@ -495,4 +683,120 @@ func firstError(pkg *packages.Package) string {
 		}
 	})
 	return first
+}
+
+// catalogued0 looks a call up in the catalogue: an interface method by
+// the interface's name, a static callee by its declaration.
+func catalogued0(c *ssa.CallCommon) (Entry, string, bool) {
+	if c.IsInvoke() {
+		named := namedOf(c.Value.Type())
+		if named == nil || named.Obj().Pkg() == nil {
+			return Entry{}, "", false
+		}
+		path := named.Obj().Pkg().Path()
+		e, ok := lookup(path, named.Obj().Name(), c.Method.Name())
+		return e, fmt.Sprintf("(%s.%s).%s", path, named.Obj().Name(), c.Method.Name()), ok
+	}
+	if g := c.StaticCallee(); g != nil {
+		return catalogued(g)
+	}
+	return Entry{}, "", false
+}
+
+// funcPkgOf is the package of a call's callee.
+func funcPkgOf(c *ssa.CallCommon) string {
+	if c.IsInvoke() {
+		if named := namedOf(c.Value.Type()); named != nil && named.Obj().Pkg() != nil {
+			return named.Obj().Pkg().Path()
+		}
+		return ""
+	}
+	if g := c.StaticCallee(); g != nil {
+		return funcPkg(g)
+	}
+	return ""
+}
+
+// readOnlyOpen reports os.OpenFile given constant flags that neither
+// write, create, truncate nor append: a read.
+func readOnlyOpen(g *ssa.Function, args []ssa.Value) bool {
+	obj, ok := origin(g).Object().(*types.Func)
+	if !ok || obj.Pkg() == nil || obj.Pkg().Path() != "os" || obj.Name() != "OpenFile" || len(args) < 2 {
+		return false
+	}
+	k, ok := args[1].(*ssa.Const)
+	if !ok || k.Value == nil {
+		return false
+	}
+	flags, exact := constant.Int64Val(k.Value)
+	return exact && flags&int64(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) == 0
+}
+
+// fieldOf is the struct field a function value is loaded from: s.send in
+// s.send(ctx, msg).
+func fieldOf(v ssa.Value) *types.Var {
+	switch x := v.(type) {
+	case *ssa.UnOp:
+		if fa, ok := x.X.(*ssa.FieldAddr); ok {
+			return structField(fa.X.Type(), fa.Field)
+		}
+	case *ssa.Field:
+		return structField(x.X.Type(), x.Field)
+	}
+	return nil
+}
+
+func structField(t types.Type, i int) *types.Var {
+	if p, ok := types.Unalias(t).Underlying().(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	if s, ok := t.Underlying().(*types.Struct); ok && i < s.NumFields() {
+		return s.Field(i)
+	}
+	return nil
+}
+
+// storedFuncs indexes the functions code stores into struct fields of
+// function type, in the functions given (and the closures they declare).
+func storedFuncs(fns []*ssa.Function, into map[*types.Var][]*ssa.Function) {
+	var scan func(f *ssa.Function)
+	scan = func(f *ssa.Function) {
+		for _, b := range f.Blocks {
+			for _, instr := range b.Instrs {
+				st, ok := instr.(*ssa.Store)
+				if !ok {
+					continue
+				}
+				fa, ok := st.Addr.(*ssa.FieldAddr)
+				if !ok {
+					continue
+				}
+				g := funcOf(st.Val)
+				field := structField(fa.X.Type(), fa.Field)
+				if g == nil || field == nil {
+					continue
+				}
+				into[field] = append(into[field], g)
+			}
+		}
+		for _, anon := range f.AnonFuncs {
+			scan(anon)
+		}
+	}
+	for _, f := range fns {
+		scan(f)
+	}
+}
+
+// moduleDir is the directory of the checked method's module.
+func (w *walk) moduleDir() string {
+	if lp := w.p.roots[w.m.Pkg]; lp != nil && lp.Module != nil {
+		return lp.Module.Dir
+	}
+	return ""
+}
+
+// within reports a file below dir.
+func within(dir, file string) bool {
+	return file != "" && strings.HasPrefix(file, dir+string(os.PathSeparator))
 }

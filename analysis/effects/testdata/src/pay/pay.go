@@ -11,12 +11,29 @@ import (
 )
 
 // Payments charges cards.
-type Payments struct{ c *http.Client }
+type Payments struct {
+	c     *http.Client
+	other pgx.Tx
+}
+
+// OwnTx passes its transaction to a helper in another package.
+//
+//go:generate go tool idemgen
+func (p *Payments) OwnTx(ctx context.Context, tx pgx.Tx) error { // want OwnTx:`reaches \(github.com/jackc/pgx/v5.Tx\).Exec \(unless its handle is the transaction\)`
+	return bank.Save(ctx, tx)
+}
+
+// OtherTx passes a transaction it keeps in a field.
+//
+//go:generate go tool idemgen
+func (p *Payments) OtherTx(ctx context.Context, tx pgx.Tx) error { // want `Payments.OtherTx runs in a transaction, but it calls \(github.com/jackc/pgx/v5.Tx\).Exec via bank.Save \(.*bank.go:14:16, called at .*pay.go:\d+:18\) through p.other, which is not derived` OtherTx:`reaches \(github.com/jackc/pgx/v5.Tx\).Exec`
+	return bank.Save(ctx, p.other)
+}
 
 // Charge reaches the bank in another package.
 //
 //go:generate go tool idemgen
-func (p *Payments) Charge(ctx context.Context, tx pgx.Tx) error { // want `Payments.Charge runs in a transaction, but it calls net/http.Post via bank.Transfer → bank.post \(.*bank.go:12:21\)` Charge:"reaches net/http.Post"
+func (p *Payments) Charge(ctx context.Context, tx pgx.Tx) error { // want `Payments.Charge runs in a transaction, but it calls net/http.Post via bank.Transfer → bank.post \(.*bank.go:23:21, called at .*pay.go:40:22\)` Charge:"reaches net/http.Post"
 	if err := tx.Exec(ctx, "INSERT INTO charges VALUES (1)"); err != nil {
 		return err
 	}
@@ -37,7 +54,7 @@ func (p *Payments) Direct(ctx context.Context, tx pgx.Tx) error { // want `Payme
 // Quiet logs, writes on its transaction and calls what is allowed.
 //
 //go:generate go tool idemgen
-func (p *Payments) Quiet(ctx context.Context, tx pgx.Tx) error {
+func (p *Payments) Quiet(ctx context.Context, tx pgx.Tx) error { // want Quiet:`reaches \(github.com/jackc/pgx/v5.Tx\).Exec \(unless its handle is the transaction\)`
 	slog.InfoContext(ctx, "charged")
 	if err := tx.Exec(ctx, "INSERT INTO charges VALUES (1)"); err != nil {
 		return err
