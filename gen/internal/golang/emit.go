@@ -543,14 +543,15 @@ func (e *Emitter) wrapperMethod(r *ir.Receiver, m *ir.Method, inTx bool) jen.Cod
 			modeText(m), retentionText(m), finalText(m), fingerprintText(m)}
 		doc = append(doc, effectsText(m)...)
 		if k := m.RequestKey; k != nil {
-			doc = append(doc[:3], append([]string{fmt.Sprintf("Key: when ctx carries none, %s (-key); a key in ctx wins.", k.Text)}, doc[3:]...)...)
+			doc = append(doc[:3], append([]string{fmt.Sprintf("Key: %s (-key), unless ctx carries one from idem.ContextWithKey; it replaces a consumer's message ID (idem.ContextWithFallbackKey).", k.Text)}, doc[3:]...)...)
 		}
 	}
 	return Comment(doc...).Line().Func().Params(jen.Id("w").Op("*").Id(names.Wrapper(r.Name))).Id(name).Params(params...).Params(results...).Block(block...).Line()
 }
 
-// requestKey puts the request's key field into ctx unless it carries a
-// key (-key), after checking the pointers on the way for nil:
+// requestKey puts the request's key field into ctx (-key), replacing a
+// fallback key and yielding to one set by idem.ContextWithKey, after
+// checking the pointers on the way for nil:
 //
 //	ctx = idem.ContextWithDefaultKey(ctx, evt.EventID)
 func (e *Emitter) requestKey(m *ir.Method) jen.Code {
