@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/grpcapi/paymentsv1"
 	"github.com/idemgen/idemgen/example/grpcapi/paymentsv1/paymentsv1connect"
+	"github.com/idemgen/idemgen/internal/faults/linear"
 	"github.com/idemgen/idemgen/runtime/idemconnect"
 	"github.com/idemgen/idemgen/runtime/idemgrpc"
 	"github.com/idemgen/idemgen/runtime/idemproto"
@@ -125,7 +126,7 @@ func (g *grpcCaller) note(header metadata.MD) {
 	}
 }
 
-func newGRPCCaller(t *testing.T, addr, acct string, retries *atomic.Int64) *grpcCaller {
+func newGRPCCaller(t *testing.T, addr, acct string, retries *atomic.Int64, rec *linear.Recorder) *grpcCaller {
 	t.Helper()
 	cc, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -135,7 +136,7 @@ func newGRPCCaller(t *testing.T, addr, acct string, retries *atomic.Int64) *grpc
 		grpc.WithChainUnaryInterceptor(idemgrpc.UnaryClientInterceptor(idemgrpc.ClientConfig{
 			MaxAttempts: 30, BaseDelay: 10 * time.Millisecond, MaxDelay: 200 * time.Millisecond,
 			OnRetry: func(string, int, error) { retries.Add(1) },
-		}), hedge(5*time.Millisecond)))
+		}), hedge(5*time.Millisecond), recordGRPC(rec)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cc.Close() })
 	return &grpcCaller{c: paymentsv1.NewPaymentsServiceClient(cc), acct: acct}
@@ -382,22 +383,27 @@ func TestLossyGRPC(t *testing.T) {
 	e := newEnv(t)
 	p := startProxy(t, e.grpcAddr, lossRate)
 	var retries atomic.Int64
-	f := runLossy(t, e, newGRPCCaller(t, p.addr(), "acct_grpc", &retries), lossyIntentions)
+	rec := linear.NewRecorder()
+	f := runLossy(t, e, newGRPCCaller(t, p.addr(), "acct_grpc", &retries, rec), lossyIntentions)
 	f.clientRetries = retries.Load()
 	f.serverCalls, f.serverOK = e.serverCalls.total()
 	f.proxyConns, f.proxyCuts = p.conns.Load(), p.cuts.Load()
 	report(t, "grpc-go (retryPolicy; Charge hedged)", f)
+	checkHistory(t, e, "lossy proxy, grpc-go", rec)
 }
 
 func TestLossyConnect(t *testing.T) {
 	e := newEnv(t)
 	p := startProxy(t, e.connectAddr(), lossRate)
 	var retries atomic.Int64
-	f := runLossy(t, e, newConnectCaller("http://"+p.addr(), "acct_connect", &retries), lossyIntentions)
+	rec := linear.NewRecorder()
+	f := runLossy(t, e, newConnectCaller("http://"+p.addr(), "acct_connect", &retries,
+		connect.WithInterceptors(recordConnect(rec))), lossyIntentions)
 	f.clientRetries = retries.Load()
 	f.serverCalls, f.serverOK = e.connectCalls.total()
 	f.proxyConns, f.proxyCuts = p.conns.Load(), p.cuts.Load()
 	report(t, "connect-go over h2c", f)
+	checkHistory(t, e, "lossy proxy, connect-go", rec)
 }
 
 // report logs the figures and checks that the run was lossy: answers were
