@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -184,7 +182,7 @@ func effects(t *testing.T, e *env) map[string][]string {
 // linearizable. It then proves the check can fail on this very history:
 // the same calls, with one more answered as a replay of another key's
 // value, must be reported not linearizable, with a picture.
-func checkHistory(t *testing.T, e *env, name string, rec *linear.Recorder) linear.Result {
+func checkHistory(t *testing.T, e *env, name string, rec *linear.Recorder) {
 	t.Helper()
 	found := effects(t, e)
 	forged, err := rec.ForgeReplay()
@@ -196,14 +194,10 @@ func checkHistory(t *testing.T, e *env, name string, rec *linear.Recorder) linea
 	assert.NoError(t, res.Err(), "%s", name)
 
 	forged.Observe(found)
-	bad, err := linear.Check(name+" with a forged replay", forged.History(), "", checkTimeout)
+	bad, err := linear.Check(name+" with a forged replay", forged.History(), t.TempDir(), checkTimeout)
 	require.NoError(t, err)
 	require.Error(t, bad.Err(), "a replay of another key's value is not linearizable")
 	t.Logf("%s with a forged replay: %s: %v", name, bad, bad.Err())
 	assert.Regexp(t, `^not linearizable: 1 of \d+ keys`, bad.Err().Error(), "only the forged call's key")
 	assert.FileExists(t, bad.Picture)
-	if err := os.RemoveAll(filepath.Dir(bad.Picture)); err != nil {
-		t.Logf("remove the forged history's picture: %v", err)
-	}
-	return res
 }

@@ -120,7 +120,7 @@ func readRiverLines(r io.Reader, mu *sync.Mutex, lines *[]riverLine) {
 // received, by downstream key (it answers "msg-" and the key). It proves
 // the check can fail on this history, as the lossy-proxy tests do
 // (linear.Recorder.ForgeReplay).
-func checkRiverHistory(t *testing.T, lines []riverLine, charges map[string][]string, emailKeys map[string]map[string]bool) linear.Result {
+func checkRiverHistory(t *testing.T, lines []riverLine, charges map[string][]string, emailKeys map[string]map[string]bool) {
 	t.Helper()
 	rec := linear.NewRecorder()
 	type begun struct {
@@ -174,5 +174,4 @@ func checkRiverHistory(t *testing.T, lines []riverLine, charges map[string][]str
 	t.Logf("%s with a forged replay: %s: %v", name, bad, bad.Err())
 	assert.Regexp(t, `^not linearizable: 1 of \d+ keys`, bad.Err().Error(), "only the forged call's key")
 	assert.FileExists(t, bad.Picture)
-	return res
 }

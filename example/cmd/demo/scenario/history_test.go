@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -173,13 +171,10 @@ func checkHistory(t *testing.T, db *idemtest.DB, name string, rec *linear.Record
 	assert.NoError(t, res.Err(), "%s", name)
 
 	forged.Observe(found)
-	bad, err := linear.Check(name+" with a forged replay", forged.History(), "", time.Minute)
+	bad, err := linear.Check(name+" with a forged replay", forged.History(), t.TempDir(), time.Minute)
 	require.NoError(t, err)
 	require.Error(t, bad.Err(), "a replay of another key's value is not linearizable")
 	t.Logf("%s with a forged replay: %s: %v", name, bad, bad.Err())
 	assert.Regexp(t, `^not linearizable: 1 of \d+ keys`, bad.Err().Error(), "only the forged call's key")
 	assert.FileExists(t, bad.Picture)
-	if err := os.RemoveAll(filepath.Dir(bad.Picture)); err != nil {
-		t.Logf("remove the forged history's picture: %v", err)
-	}
 }
