@@ -166,7 +166,7 @@ type riverFigures struct {
 // The history of the jobs' calls, the effects read into it, is
 // linearizable (checkRiverHistory).
 func TestRiverWorkerKilled(t *testing.T) {
-	n := size(100, 500)
+	n := size(100, 10000)
 	db := idemtest.New(t, idemtest.WithSetup(`CREATE TABLE river_effects (id bigserial PRIMARY KEY, ref text NOT NULL)`))
 	ctx := t.Context()
 	driver := riverpgxv5.New(db.Pool)
@@ -239,9 +239,9 @@ func TestRiverWorkerKilled(t *testing.T) {
 	case <-atProvider:
 	case err := <-exited:
 		t.Fatalf("the worker exited before the kill: %v", err)
-	case <-time.After(2 * time.Minute):
+	case <-time.After(time.Duration(size(2, 10)) * time.Minute):
 		_ = first.Process.Kill()
-		t.Fatalf("the worker sent fewer than %d emails in two minutes", n/8)
+		t.Fatalf("the worker sent fewer than %d emails in %d minutes", n/8, size(2, 10))
 	}
 	require.NoError(t, first.Process.Kill()) // SIGKILL
 	<-exited
@@ -260,7 +260,7 @@ func TestRiverWorkerKilled(t *testing.T) {
 	var stopOnce sync.Once
 	stop := func() { stopOnce.Do(func() { _ = second.Process.Kill(); <-secondExited }) }
 	defer stop()
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(time.Duration(size(3, 20)) * time.Minute)
 	for {
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'cancelled', 'discarded')`).Scan(&fig.pending))
 		if fig.pending == 0 || time.Now().After(deadline) {
