@@ -3,6 +3,7 @@ package grpcapi_test
 import (
 	"context"
 	crand "crypto/rand"
+	"flag"
 	"fmt"
 	"net/http"
 	"slices"
@@ -259,7 +260,7 @@ type figures struct {
 // exactly one effect and that each caller got the first answer, as the
 // ledger stored it.
 func runLossy(t *testing.T, e *env, c caller, n int) figures {
-	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline*time.Duration(max(1, n/lossyIntentions)))
 	defer cancel()
 	receipts := make([]*paymentsv1.Receipt, n)
 	refunds := make([]*paymentsv1.RefundReceipt, n)
@@ -379,12 +380,24 @@ const (
 	lossRate        = 0.05
 )
 
+// lossyLong runs the lossy tests with 5,000 charges (10,000 intentions),
+// for histories of more than 10,000 attempts.
+var lossyLong = flag.Bool("lossy.long", false, "run the lossy tests with 5,000 charges and their refunds instead of 100")
+
+// lossyCount is the number of charges of a lossy run.
+func lossyCount() int {
+	if *lossyLong {
+		return 5000
+	}
+	return lossyIntentions
+}
+
 func TestLossyGRPC(t *testing.T) {
 	e := newEnv(t)
 	p := startProxy(t, e.grpcAddr, lossRate)
 	var retries atomic.Int64
 	rec := linear.NewRecorder()
-	f := runLossy(t, e, newGRPCCaller(t, p.addr(), "acct_grpc", &retries, rec), lossyIntentions)
+	f := runLossy(t, e, newGRPCCaller(t, p.addr(), "acct_grpc", &retries, rec), lossyCount())
 	f.clientRetries = retries.Load()
 	f.serverCalls, f.serverOK = e.serverCalls.total()
 	f.proxyConns, f.proxyCuts = p.conns.Load(), p.cuts.Load()
@@ -398,7 +411,7 @@ func TestLossyConnect(t *testing.T) {
 	var retries atomic.Int64
 	rec := linear.NewRecorder()
 	f := runLossy(t, e, newConnectCaller("http://"+p.addr(), "acct_connect", &retries,
-		connect.WithInterceptors(recordConnect(rec))), lossyIntentions)
+		connect.WithInterceptors(recordConnect(rec))), lossyCount())
 	f.clientRetries = retries.Load()
 	f.serverCalls, f.serverOK = e.connectCalls.total()
 	f.proxyConns, f.proxyCuts = p.conns.Load(), p.cuts.Load()
