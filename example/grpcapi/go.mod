@@ -4,6 +4,7 @@ go 1.26.0
 
 replace (
 	github.com/idemgen/idemgen => ../..
+	github.com/idemgen/idemgen/internal/faults/linear => ../../internal/faults/linear
 	github.com/idemgen/idemgen/runtime/idemconnect => ../../runtime/idemconnect
 	github.com/idemgen/idemgen/runtime/idemgrpc => ../../runtime/idemgrpc
 	github.com/idemgen/idemgen/runtime/idemproto => ../../runtime/idemproto
@@ -12,6 +13,7 @@ replace (
 require (
 	connectrpc.com/connect v1.21.1
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
+	github.com/idemgen/idemgen/internal/faults/linear v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemconnect v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemgrpc v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemproto v0.0.0-00010101000000-000000000000
@@ -22,6 +24,7 @@ require (
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/dave/jennifer v1.7.1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect

@@ -3,6 +3,7 @@ package grpcapi_test
 import (
 	"context"
 	crand "crypto/rand"
+	"flag"
 	"fmt"
 	"net/http"
 	"slices"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/grpcapi/paymentsv1"
 	"github.com/idemgen/idemgen/example/grpcapi/paymentsv1/paymentsv1connect"
+	"github.com/idemgen/idemgen/internal/faults/linear"
 	"github.com/idemgen/idemgen/runtime/idemconnect"
 	"github.com/idemgen/idemgen/runtime/idemgrpc"
 	"github.com/idemgen/idemgen/runtime/idemproto"
@@ -125,7 +127,7 @@ func (g *grpcCaller) note(header metadata.MD) {
 	}
 }
 
-func newGRPCCaller(t *testing.T, addr, acct string, retries *atomic.Int64) *grpcCaller {
+func newGRPCCaller(t *testing.T, addr, acct string, retries *atomic.Int64, rec *linear.Recorder) *grpcCaller {
 	t.Helper()
 	cc, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -135,7 +137,7 @@ func newGRPCCaller(t *testing.T, addr, acct string, retries *atomic.Int64) *grpc
 		grpc.WithChainUnaryInterceptor(idemgrpc.UnaryClientInterceptor(idemgrpc.ClientConfig{
 			MaxAttempts: 30, BaseDelay: 10 * time.Millisecond, MaxDelay: 200 * time.Millisecond,
 			OnRetry: func(string, int, error) { retries.Add(1) },
-		}), hedge(5*time.Millisecond)))
+		}), hedge(5*time.Millisecond), recordGRPC(rec)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cc.Close() })
 	return &grpcCaller{c: paymentsv1.NewPaymentsServiceClient(cc), acct: acct}
@@ -258,7 +260,7 @@ type figures struct {
 // exactly one effect and that each caller got the first answer, as the
 // ledger stored it.
 func runLossy(t *testing.T, e *env, c caller, n int) figures {
-	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline*time.Duration(max(1, n/lossyIntentions)))
 	defer cancel()
 	receipts := make([]*paymentsv1.Receipt, n)
 	refunds := make([]*paymentsv1.RefundReceipt, n)
@@ -378,26 +380,43 @@ const (
 	lossRate        = 0.05
 )
 
+// lossyLong runs the lossy tests with 5,000 charges (10,000 intentions),
+// for histories of more than 10,000 attempts.
+var lossyLong = flag.Bool("lossy.long", false, "run the lossy tests with 5,000 charges and their refunds instead of 100")
+
+// lossyCount is the number of charges of a lossy run.
+func lossyCount() int {
+	if *lossyLong {
+		return 5000
+	}
+	return lossyIntentions
+}
+
 func TestLossyGRPC(t *testing.T) {
 	e := newEnv(t)
 	p := startProxy(t, e.grpcAddr, lossRate)
 	var retries atomic.Int64
-	f := runLossy(t, e, newGRPCCaller(t, p.addr(), "acct_grpc", &retries), lossyIntentions)
+	rec := linear.NewRecorder()
+	f := runLossy(t, e, newGRPCCaller(t, p.addr(), "acct_grpc", &retries, rec), lossyCount())
 	f.clientRetries = retries.Load()
 	f.serverCalls, f.serverOK = e.serverCalls.total()
 	f.proxyConns, f.proxyCuts = p.conns.Load(), p.cuts.Load()
 	report(t, "grpc-go (retryPolicy; Charge hedged)", f)
+	checkHistory(t, e, "lossy proxy, grpc-go", rec)
 }
 
 func TestLossyConnect(t *testing.T) {
 	e := newEnv(t)
 	p := startProxy(t, e.connectAddr(), lossRate)
 	var retries atomic.Int64
-	f := runLossy(t, e, newConnectCaller("http://"+p.addr(), "acct_connect", &retries), lossyIntentions)
+	rec := linear.NewRecorder()
+	f := runLossy(t, e, newConnectCaller("http://"+p.addr(), "acct_connect", &retries,
+		connect.WithInterceptors(recordConnect(rec))), lossyCount())
 	f.clientRetries = retries.Load()
 	f.serverCalls, f.serverOK = e.connectCalls.total()
 	f.proxyConns, f.proxyCuts = p.conns.Load(), p.cuts.Load()
 	report(t, "connect-go over h2c", f)
+	checkHistory(t, e, "lossy proxy, connect-go", rec)
 }
 
 // report logs the figures and checks that the run was lossy: answers were

@@ -4,6 +4,7 @@ go 1.26.8
 
 replace (
 	github.com/idemgen/idemgen => ../..
+	github.com/idemgen/idemgen/internal/faults/linear => ./linear
 	github.com/idemgen/idemgen/runtime/idemnats => ../../runtime/idemnats
 	github.com/idemgen/idemgen/runtime/idemriver => ../../runtime/idemriver
 )
@@ -12,6 +13,7 @@ require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
+	github.com/idemgen/idemgen/internal/faults/linear v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemnats v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemriver v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0

@@ -79,33 +79,39 @@ func riverWorkerMain() int {
 		return 2
 	}
 	defer pool.Close()
-	store, err := idem.NewStore(pool, idem.WithLockTimeout(lockTimeout), idem.WithHeartbeat(lockTimeout/4))
+	store, err := idem.NewStore(pool, idem.WithLockTimeout(lockTimeout), idem.WithHeartbeat(lockTimeout/4),
+		idem.WithHooks(idem.Hooks{Executed: func(ctx context.Context, _ idem.Event) { markRan(ctx) }}))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "river worker:", err)
 		return 2
 	}
 	provider := os.Getenv(riverProviderEnv)
+	emit := riverEmitter()
 	workers := river.NewWorkers()
-	river.AddWorker(workers, idemriver.Atomic(pool, idemriver.Config[riverCharge]{
-		Key: func(job *river.Job[riverCharge]) string { return "charge-" + job.Args.Ref },
-	}, func(ctx context.Context, tx pgx.Tx, job *river.Job[riverCharge]) error {
-		_, err := idem.AtomicInTx(ctx, store, tx, riverChargeMethod, riverFP(riverChargeMethod.Name, job.Args.Ref), func(ctx context.Context, tx pgx.Tx) (int64, error) {
-			var id int64
-			err := tx.QueryRow(ctx, `INSERT INTO river_effects (ref) VALUES ($1) RETURNING id`, job.Args.Ref).Scan(&id)
-			return id, err
-		})
-		return err
-	}))
-	river.AddWorker(workers, idemriver.External(idemriver.Config[riverEmail]{
-		Key: func(job *river.Job[riverEmail]) string { return "email-" + job.Args.Ref },
-	}, func(ctx context.Context, job *river.Job[riverEmail]) error {
-		_, err := idem.External(ctx, store, riverEmailMethod, riverFP(riverEmailMethod.Name, job.Args.Ref), func(ctx context.Context) (string, error) {
-			return idem.Step(ctx, "send", func(ctx context.Context) (string, error) {
-				return sendEmail(ctx, provider, idem.DownstreamKey(ctx, "send"), job.Args.Ref)
+	river.AddWorker(workers, recordJobs(emit, riverChargeMethod.Name, func(a riverCharge) string { return a.Ref },
+		idemriver.Atomic(pool, idemriver.Config[riverCharge]{
+			Key: func(job *river.Job[riverCharge]) string { return "charge-" + job.Args.Ref },
+		}, func(ctx context.Context, tx pgx.Tx, job *river.Job[riverCharge]) error {
+			id, err := idem.AtomicInTx(ctx, store, tx, riverChargeMethod, riverFP(riverChargeMethod.Name, job.Args.Ref), func(ctx context.Context, tx pgx.Tx) (int64, error) {
+				var id int64
+				err := tx.QueryRow(ctx, `INSERT INTO river_effects (ref) VALUES ($1) RETURNING id`, job.Args.Ref).Scan(&id)
+				return id, err
 			})
-		})
-		return err
-	}))
+			answered(ctx, renderRiverCharge(id, job.Args.Ref))
+			return err
+		})))
+	river.AddWorker(workers, recordJobs(emit, riverEmailMethod.Name, func(a riverEmail) string { return a.Ref },
+		idemriver.External(idemriver.Config[riverEmail]{
+			Key: func(job *river.Job[riverEmail]) string { return "email-" + job.Args.Ref },
+		}, func(ctx context.Context, job *river.Job[riverEmail]) error {
+			msg, err := idem.External(ctx, store, riverEmailMethod, riverFP(riverEmailMethod.Name, job.Args.Ref), func(ctx context.Context) (string, error) {
+				return idem.Step(ctx, "send", func(ctx context.Context) (string, error) {
+					return sendEmail(ctx, provider, idem.DownstreamKey(ctx, "send"), job.Args.Ref)
+				})
+			})
+			answered(ctx, msg)
+			return err
+		})))
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 16}},
 		Workers:              workers,
@@ -157,8 +163,10 @@ type riverFigures struct {
 // ledger takes over its claims: every job has one effect, none is left
 // pending, and the sends the kill interrupted are made again with the same
 // downstream key, so the provider deduplicates them; no other is repeated.
+// The history of the jobs' calls, the effects read into it, is
+// linearizable (checkRiverHistory).
 func TestRiverWorkerKilled(t *testing.T) {
-	n := size(100, 500)
+	n := size(100, 10000)
 	db := idemtest.New(t, idemtest.WithSetup(`CREATE TABLE river_effects (id bigserial PRIMARY KEY, ref text NOT NULL)`))
 	ctx := t.Context()
 	driver := riverpgxv5.New(db.Pool)
@@ -181,8 +189,8 @@ func TestRiverWorkerKilled(t *testing.T) {
 	require.NoError(t, err)
 
 	var mu sync.Mutex
-	sends := map[string]int{} // downstream key → sends
-	refs := map[string]bool{} // refs sent
+	sends := map[string]int{}            // downstream key → sends
+	refs := map[string]map[string]bool{} // ref → downstream keys sent
 	calls := 0
 	atProvider := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -190,7 +198,10 @@ func TestRiverWorkerKilled(t *testing.T) {
 		mu.Lock()
 		calls++
 		sends[key]++
-		refs[ref] = true
+		if refs[ref] == nil {
+			refs[ref] = map[string]bool{}
+		}
+		refs[ref][key] = true
 		hold := calls == n/8
 		mu.Unlock()
 		if hold { // the email went out; the worker dies before it hears so
@@ -202,24 +213,35 @@ func TestRiverWorkerKilled(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	start := func() *exec.Cmd {
+	var (
+		linesMu sync.Mutex
+		lines   []riverLine // what the workers printed, for the history
+	)
+	// start starts a worker; its exited channel gets Wait's error once
+	// everything it printed was read.
+	start := func() (*exec.Cmd, <-chan error) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), riverWorkerEnv+"=1", workerDB+"="+db.URL, riverProviderEnv+"="+srv.URL)
 		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
 		require.NoError(t, cmd.Start())
-		return cmd
+		exited := make(chan error, 1)
+		go func() {
+			readRiverLines(stdout, &linesMu, &lines)
+			exited <- cmd.Wait()
+		}()
+		return cmd, exited
 	}
 	fig := riverFigures{jobs: n}
-	first := start()
-	exited := make(chan error, 1)
-	go func() { exited <- first.Wait() }()
+	first, exited := start()
 	select {
 	case <-atProvider:
 	case err := <-exited:
 		t.Fatalf("the worker exited before the kill: %v", err)
-	case <-time.After(2 * time.Minute):
+	case <-time.After(time.Duration(size(2, 10)) * time.Minute):
 		_ = first.Process.Kill()
-		t.Fatalf("the worker sent fewer than %d emails in two minutes", n/8)
+		t.Fatalf("the worker sent fewer than %d emails in %d minutes", n/8, size(2, 10))
 	}
 	require.NoError(t, first.Process.Kill()) // SIGKILL
 	<-exited
@@ -234,9 +256,11 @@ func TestRiverWorkerKilled(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_effects`).Scan(&committed))
 	t.Logf("killed the worker after %d atomic effects committed and %d sends", committed, n/8)
 
-	second := start()
-	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
-	deadline := time.Now().Add(3 * time.Minute)
+	second, secondExited := start()
+	var stopOnce sync.Once
+	stop := func() { stopOnce.Do(func() { _ = second.Process.Kill(); <-secondExited }) }
+	defer stop()
+	deadline := time.Now().Add(time.Duration(size(3, 20)) * time.Minute)
 	for {
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'cancelled', 'discarded')`).Scan(&fig.pending))
 		if fig.pending == 0 || time.Now().After(deadline) {
@@ -246,6 +270,17 @@ func TestRiverWorkerKilled(t *testing.T) {
 	}
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state IN ('cancelled', 'discarded')) FROM river_job`).Scan(&fig.completed, &fig.cancelled))
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), count(*) - count(DISTINCT ref) FROM river_effects`).Scan(&fig.chargeEffects, &fig.duplicateEffects))
+	charges := map[string][]string{} // ref → its rows, rendered
+	rows, err := db.Pool.Query(ctx, `SELECT id, ref FROM river_effects`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		var ref string
+		require.NoError(t, rows.Scan(&id, &ref))
+		charges[ref] = append(charges[ref], renderRiverCharge(id, ref))
+	}
+	require.NoError(t, rows.Err())
+	stop() // every line the worker printed is read
 	mu.Lock()
 	fig.emailEffects = len(sends) // the provider sends once per key
 	var repeatedAfterRestart []string
@@ -256,6 +291,7 @@ func TestRiverWorkerKilled(t *testing.T) {
 		}
 	}
 	emailRefs := len(refs)
+	checkRiverHistory(t, lines, charges, refs)
 	mu.Unlock()
 
 	t.Logf("\n| scenario | jobs | effects | completed | cancelled or discarded | pending | duplicate effects | repeated downstream calls (same key, deduplicated) |\n"+

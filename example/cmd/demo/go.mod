@@ -6,6 +6,7 @@ replace (
 	github.com/idemgen/idemgen => ../../..
 	github.com/idemgen/idemgen/example/grpcapi => ../../grpcapi
 	github.com/idemgen/idemgen/example/outbox => ../../outbox
+	github.com/idemgen/idemgen/internal/faults/linear => ../../../internal/faults/linear
 	github.com/idemgen/idemgen/runtime/idemconnect => ../../../runtime/idemconnect
 	github.com/idemgen/idemgen/runtime/idemgrpc => ../../../runtime/idemgrpc
 	github.com/idemgen/idemgen/runtime/idemproto => ../../../runtime/idemproto
@@ -17,6 +18,7 @@ require (
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/example/grpcapi v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/example/outbox v0.0.0-00010101000000-000000000000
+	github.com/idemgen/idemgen/internal/faults/linear v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemconnect v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemgrpc v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
@@ -29,6 +31,7 @@ require (
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/idemgen/idemgen/runtime/idemproto v0.0.0-00010101000000-000000000000 // indirect
 	github.com/idemgen/idemgen/runtime/idemriver v0.0.0-00010101000000-000000000000 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

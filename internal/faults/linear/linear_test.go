@@ -245,3 +245,26 @@ func TestRecorder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Error(t, res.Err())
 }
+
+func TestForgeReplay(t *testing.T) {
+	r := NewRecorder()
+	_, err := r.ForgeReplay()
+	require.Error(t, err, "nothing to forge from")
+	r.Begin(Input{Key: "k", Fingerprint: "A"}).End(fresh("v"))
+	r.Begin(Input{Key: "l", Fingerprint: "B"}).End(fresh("w"))
+	f, err := r.ForgeReplay()
+	require.NoError(t, err)
+	assert.Equal(t, 2, r.Calls(), "the copy's call leaves the recorder alone")
+	assert.Equal(t, 3, f.Calls())
+	effects := map[string][]string{"k": {"v"}, "l": {"w"}}
+	r.Observe(effects)
+	f.Observe(effects)
+	res, err := Check("real", r.History(), t.TempDir(), 0)
+	require.NoError(t, err)
+	assert.Equal(t, porcupine.Ok, res.Verdict)
+	res, err = Check("forged", f.History(), t.TempDir(), 0)
+	require.NoError(t, err)
+	assert.Equal(t, porcupine.Illegal, res.Verdict, "a replay of another key's value")
+	assert.Equal(t, []string{"k"}, res.Failing)
+	assert.FileExists(t, res.Picture)
+}

@@ -4,7 +4,9 @@
 // key, its request's fingerprint and its answer), reads the effects at the
 // end, and asks whether some order of the calls, each taking effect at one
 // instant between its invocation and its return, explains every answer and
-// the effects, under the model of the promise below.
+// the effects, under the model of the promise below. It is a module of its
+// own, so that the example modules' lossy-proxy tests record and check their
+// histories with it without the fault suite's dependencies.
 //
 // The model is one register per key (scope, method and key; a new
 // intention under a key reused after its retention is a new key, or a new

@@ -1,7 +1,10 @@
 package linear
 
 import (
+	"errors"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -118,6 +121,32 @@ func (r *Recorder) Observe(effects map[string][]string) {
 			Return:   at,
 		})
 	}
+}
+
+// ForgeReplay returns a copy of the recorder with one call more, after
+// every call recorded so far: a call of the first key answered with a value,
+// answered as a replay of another key's value, which no linearization
+// explains. A scenario checks the copy to prove that its check sees its
+// answers (the copy must be reported not linearizable); r is left alone.
+func (r *Recorder) ForgeReplay() (*Recorder, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := &Recorder{start: r.start, ops: slices.Clone(r.ops), eras: maps.Clone(r.eras), lanes: slices.Clone(r.lanes)}
+	var first *porcupine.Operation
+	for _, op := range r.ops {
+		in, out := op.Input.(Input), op.Output.(Output)
+		switch {
+		case in.Observe || out.Answer != Value:
+		case first == nil:
+			first = &op
+		case in.Key != first.Input.(Input).Key && out.Value != first.Output.(Output).Value:
+			at := r.now()
+			c.ops = append(c.ops, porcupine.Operation{ClientId: len(c.lanes), Input: first.Input, Call: at,
+				Output: Output{Answer: Value, Value: out.Value, Replayed: true}, Return: at})
+			return c, nil
+		}
+	}
+	return nil, errors.New("forge a replay: the history has no two keys answered with a value")
 }
 
 // History returns a copy of the operations recorded so far.

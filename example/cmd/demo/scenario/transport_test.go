@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/faults/linear"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/idemtest"
 )
@@ -80,7 +81,8 @@ func (n *flakyNetwork) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // TestTransportOverALossyNetwork sends charges and payouts to the example
 // API through a network that loses a fifth of the requests and a third of
 // the responses, with a client built on idemhttp.Transport that sets no key
-// itself: every intention is answered, and each had exactly one effect.
+// itself: every intention is answered, and each had exactly one effect; the
+// history of its attempts is linearizable.
 func TestTransportOverALossyNetwork(t *testing.T) {
 	db := idemtest.New(t, idemtest.WithoutLedger())
 	env, err := Start(t.Context(), db.URL, Options{BankDelay: -1})
@@ -92,18 +94,20 @@ func TestTransportOverALossyNetwork(t *testing.T) {
 	})
 	api := startFlakyNetwork(t, env.APIURL)
 
+	// Each attempt is recorded in a history, checked at the end.
+	rec := linear.NewRecorder()
 	client := &http.Client{Transport: &idemhttp.Transport{
 		// A new connection per attempt, so each attempt meets the network.
-		Base:        &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: 30 * time.Second},
+		Base:        recording{base: &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: 30 * time.Second}, rec: rec},
 		MaxAttempts: 30,
 		BaseDelay:   time.Millisecond,
 		MaxDelay:    10 * time.Millisecond,
 	}}
-	send := func(path string, body any) map[string]any {
+	send := func(intention, path string, body any) map[string]any {
 		t.Helper()
 		b, err := json.Marshal(body)
 		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		ctx, cancel := context.WithTimeout(withIntention(t.Context(), intention), time.Minute)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+path, bytes.NewReader(b))
 		require.NoError(t, err)
@@ -123,15 +127,15 @@ func TestTransportOverALossyNetwork(t *testing.T) {
 	const charges, payouts = 20, 5
 	ids := map[any]bool{}
 	for i := range charges {
-		r := send("/v1/charges", map[string]any{
+		r := send(chargeIntention(fmt.Sprintf("order %d", i)), "/v1/charges", map[string]any{
 			"amount_cents": 1000 + i, "currency": "EUR", "description": fmt.Sprintf("order %d", i),
 			"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030},
 		})
 		ids[r["payment_id"]] = true
 	}
 	assert.Len(t, ids, charges, "one payment per charge")
-	for range payouts {
-		send("/v1/payouts", map[string]any{"amount_cents": 100})
+	for i := range payouts { // each its own amount, which names it in the history
+		send(payoutIntention(int64(100+i)), "/v1/payouts", map[string]any{"amount_cents": 100 + i})
 	}
 
 	count := func(query string) int {
@@ -145,4 +149,5 @@ func TestTransportOverALossyNetwork(t *testing.T) {
 	assert.Equal(t, payouts, count(`SELECT count(*) FROM payouts WHERE status = 'paid'`), "payouts: one per intention")
 	assert.Equal(t, payouts, env.Bank.Transfers(), "transfers at the bank: one per intention")
 	assert.Equal(t, charges+payouts, count(`SELECT count(*) FROM idempotency_keys`), "ledger rows: one key per intention")
+	checkHistory(t, db, "lossy network, idemhttp.Transport", rec)
 }
