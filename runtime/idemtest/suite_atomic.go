@@ -24,8 +24,9 @@ import (
 // PostgreSQL holding the package's migrations: twins and a storm run the
 // body once, a reused key with another request is refused, keys are scoped
 // and expire, the sweep keeps live keys, a failing body leaves nothing, final
-// errors are stored and replayed, and MInTx keeps the caller's transaction
-// usable.
+// errors are stored and replayed, a retry replays whether or not it is
+// marked idem.ContextWithRetry (a marked one without running the body),
+// and MInTx keeps the caller's transaction usable.
 type AtomicTx[S, W, A, R, T any] struct {
 	Package Package
 	// Store builds the store (nil: idem.NewStore over db.Pool); a method
@@ -80,6 +81,7 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 	l.common(t)
 	t.Run("failing body leaves no claim", l.failingAtomic)
 	l.finalErrors(t)
+	l.unmarkedScenarios(t)
 	t.Run("in the caller's transaction", s.inTx(l, rt))
 	t.Run("failing body in the caller's transaction", s.failingInTx(l, rt))
 	if s.Other != nil {
