@@ -33,8 +33,8 @@ import (
 // the key has one (a twin's or an earlier attempt's work may be why the
 // body failed); otherwise it is returned as is. Serialization failures
 // and deadlocks retry the whole attempt, lookup first, with jittered
-// backoff. If the ledger cannot be reached the body's work does not
-// commit (errors.Is(err, ErrStore)).
+// backoff. If the ledger cannot be reached the body does not run
+// (errors.Is(err, ErrStore)).
 //
 // Hooks: Claimed (and TakenOver for an expired key) fires before every run
 // of body, Executed after it; a run whose record was refused then fires
