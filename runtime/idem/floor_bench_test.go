@@ -26,6 +26,8 @@ import (
 //     claim came first and opened the transaction with it;
 //   - op=replay: the wrapper replaying those keys, in the same order, each
 //     call marked a retry (idem.ContextWithRetry: its lookup alone);
+//   - op=storm: the same replays, unmarked: the first few run the work and
+//     roll it back, then the method's replay rate makes them look up first;
 //   - op=floor: the claim's floor, the work, then the whole ledger row
 //     (response included) sent with COMMIT;
 //   - op=claimed: the wrapper recording a new key, a first attempt (the
@@ -96,6 +98,7 @@ var floorOps = []floorOp{
 	{name: "lookup", prepare: prepareLookupFloor},
 	{name: "txlookup", prepare: prepareTxLookupFloor},
 	{name: "replay", prepare: prepareReplayFloor},
+	{name: "storm", prepare: prepareStormFloor},
 	{name: "floor", prepare: prepareClaimFloor},
 	{name: "claimed", prepare: prepareClaimedFloor},
 }
@@ -171,10 +174,26 @@ func prepareTxLookupFloor(t testing.TB, db *idemtest.DB) func(context.Context, i
 }
 
 func prepareReplayFloor(t testing.TB, db *idemtest.DB) func(context.Context, int) {
+	return replayFloor(t, db, true)
+}
+
+// prepareStormFloor is a storm of replays nothing marks: the store's
+// replay rate turns them to lookups first after a few (hint.go).
+func prepareStormFloor(t testing.TB, db *idemtest.DB) func(context.Context, int) {
+	return replayFloor(t, db, false)
+}
+
+// replayFloor replays the keys claimFloorKeys claims, each call marked a
+// retry if marked.
+func replayFloor(t testing.TB, db *idemtest.DB, marked bool) func(context.Context, int) {
 	s := claimFloorKeys(t, db)
 	m := chargeMethod()
 	return func(_ context.Context, i int) {
-		ctx, out := idem.ContextWithOutcome(idem.ContextWithRetry(keyed(floorKey(i))))
+		ctx := keyed(floorKey(i))
+		if marked {
+			ctx = idem.ContextWithRetry(ctx)
+		}
+		ctx, out := idem.ContextWithOutcome(ctx)
 		_, err := idem.Atomic(ctx, s, m, fp("1"), charge(1))
 		require.NoError(t, err)
 		require.True(t, out.Replayed(), "a replay")

@@ -286,7 +286,9 @@ type twinCase struct {
 }
 
 // twinDuringBody: a twin runs to its end (on another connection) while the
-// body runs, after the call's lookup found the key free (or expired); then
+// body runs, the key free (a first attempt, which does not look it up), or
+// expired (a retry, marked idem.ContextWithRetry: its lookup found the row
+// expired, and its record is the takeover); then
 // the body does the work (or fails, twinCase). The call's record loses to
 // the twin's row: its work rolls back, and it answers with the twin's
 // response, as a replay, never with its own answer or error.
@@ -300,6 +302,7 @@ func (s AtomicTx[S, W, A, R, T]) twinDuringBody(l ledgerSuite[S, W, A, R], rt ca
 			l.once(t, w, ctx, a, "the first request, before the key expires")
 			e.clock.Advance(retentionOf(l.method.Retention) + time.Microsecond)
 			effects++
+			ctx = idem.ContextWithRetry(ctx)
 		}
 		// On a *sql.Tx the call holds the key's lock before its body runs:
 		// the twin waits for it, and is told the key is in progress
