@@ -18,15 +18,16 @@ import (
 
 // floorsPaths are the paths the floors experiment measures, in the order
 // each run measures them.
-var floorsPaths = []string{"lookup", "replay", "floor", "claimed", "xfloor", "external", "plain", "spell"}
+var floorsPaths = []string{"lookup", "replay", "retry", "floor", "claimed", "lfclaimed", "xfloor", "external", "plain", "spell"}
 
 // floorPairs are the ratios the floors experiment reports: each path
 // divided by its floor (the plain work last: what claiming adds to the work
 // itself).
-var floorPairs = [][2]string{{"replay", "lookup"}, {"claimed", "floor"}, {"external", "xfloor"}, {"claimed", "plain"}}
+var floorPairs = [][2]string{{"replay", "lookup"}, {"retry", "lookup"}, {"replay", "retry"}, {"claimed", "floor"}, {"lfclaimed", "floor"}, {"claimed", "lfclaimed"},
+	{"external", "xfloor"}, {"claimed", "plain"}}
 
 // costsPaths are the paths the costs experiment counts.
-var costsPaths = []string{"plain", "spell", "inline", "claimed", "replay", "external", "lookup", "floor", "xfloor"}
+var costsPaths = []string{"plain", "spell", "inline", "claimed", "lfclaimed", "replay", "retry", "external", "lookup", "floor", "xfloor"}
 
 // pathNamed returns the path called name.
 func pathNamed(name string) (path, error) {

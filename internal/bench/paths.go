@@ -100,7 +100,9 @@ func allPaths() []path {
 		{name: "plain", desc: "the work alone (BEGIN, INSERT, COMMIT)", opts: ledgerFree(paymentsDDL), prepare: preparePlain},
 		{name: "spell", desc: "the essay's hand-written spell (the INSERT carries the key; 23505, then SELECT)", opts: ledgerFree(spellDDL), prepare: prepareSpell},
 		{name: "claimed", desc: "generated wrapper, atomic mode, claimed (a new key)", opts: withLedger(paymentsDDL), prepare: prepareClaimed, ledger: ledger.DefaultTable},
-		{name: "replay", desc: "generated wrapper, atomic mode, replay (a finished key)", opts: withLedger(paymentsDDL), prepare: prepareReplay},
+		{name: "replay", desc: "generated wrapper, atomic mode, replay (a finished key) nothing marks a retry: a storm of replays, which the store's replay rate turns to lookups first", opts: withLedger(paymentsDDL), prepare: prepareReplay},
+		{name: "retry", desc: "generated wrapper, atomic mode, replay (a finished key) marked a retry (idem.ContextWithRetry): the lookup first", opts: withLedger(paymentsDDL), prepare: prepareRetry},
+		{name: "lfclaimed", desc: "generated wrapper, atomic mode, claimed (a new key) on a store made WithLookupFirst: the lookup before the body, the protocol before first attempts skipped it", opts: withLedger(paymentsDDL), prepare: prepareLookupFirstClaimed, ledger: ledger.DefaultTable},
 		{name: "external", desc: "generated wrapper, external mode, claimed (the work in its own transaction)", opts: withLedger(paymentsDDL), prepare: prepareExternal, ledger: ledger.DefaultTable},
 		{name: "inline-work", desc: "not a wrapper: inline mode's work alone, the payment row carrying a key (BEGIN, INSERT, COMMIT), the bare work inline mode is held to", opts: inlineOpts, prepare: prepareInlineWork},
 		{name: "inline", desc: "generated wrapper, inline mode, claimed (the key in the payment row)", opts: inlineOpts, prepare: prepareInline},
@@ -160,7 +162,18 @@ func prepareSpell(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 }
 
 func prepareClaimed(_ context.Context, db *idemtest.DB, _ int) (op, error) {
-	s, err := idem.NewStore(db.Pool)
+	return claimedOn(db)
+}
+
+// prepareLookupFirstClaimed is prepareClaimed on a store that looks every
+// key up first (idem.WithLookupFirst).
+func prepareLookupFirstClaimed(_ context.Context, db *idemtest.DB, _ int) (op, error) {
+	return claimedOn(db, idem.WithLookupFirst())
+}
+
+// claimedOn is the claimed path on a store over db made with opts.
+func claimedOn(db *idemtest.DB, opts ...idem.Option) (op, error) {
+	s, err := idem.NewStore(db.Pool, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -176,12 +189,26 @@ func prepareClaimed(_ context.Context, db *idemtest.DB, _ int) (op, error) {
 const replayKeys = 2000
 
 func prepareReplay(ctx context.Context, db *idemtest.DB, keys int) (op, error) {
+	return replayOn(ctx, db, keys, false)
+}
+
+// prepareRetry is prepareReplay with every call marked a retry.
+func prepareRetry(ctx context.Context, db *idemtest.DB, keys int) (op, error) {
+	return replayOn(ctx, db, keys, true)
+}
+
+// replayOn replays the keys claimReplayKeys claims, each call marked a
+// retry (idem.ContextWithRetry) if marked.
+func replayOn(ctx context.Context, db *idemtest.DB, keys int, marked bool) (op, error) {
 	s, n, err := claimReplayKeys(ctx, db, keys)
 	if err != nil {
 		return nil, err
 	}
 	m, fp := chargeMethod(), fingerprint()
 	return func(ctx context.Context, i int) error {
+		if marked {
+			ctx = idem.ContextWithRetry(ctx)
+		}
 		ctx, out := idem.ContextWithOutcome(idem.ContextWithKey(ctx, replayKey(i%n)))
 		if _, err := idem.Atomic(ctx, s, m, fp, charge); err != nil {
 			return err

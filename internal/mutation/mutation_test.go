@@ -246,7 +246,99 @@ const lookupAnswers = "\treturn found && !r.expired\n"
 // mutations are the broken guarantees the generated tests must catch. Each is
 // a bug a developer could write, made from the runtime's real source text.
 func mutations() []mutation {
-	return append(append(coreMutations(), promiseMutations()...), inlineMutations()...)
+	return append(append(append(coreMutations(), promiseMutations()...), inlineMutations()...), hintMutations()...)
+}
+
+// Failure messages of the scenarios of a retry the caller did not mark
+// (runtime/idemtest/suite_hint.go).
+var (
+	// An unmarked retry answered on its own: its refused record was not
+	// looked up.
+	unmarkedNotReplayed = regexp.MustCompile(`a retry without the mark answered on its own, want a replay of the first answer`)
+	// A first attempt looked its key up: the unmarked retry's body did not
+	// run (or the expired key's refused run did not happen).
+	firstLookedUp = regexp.MustCompile(`the method body ran (1 times, want 2|2 times, want 3)`)
+	// An expired key's unmarked call was refused on every attempt.
+	expiredUnmarkedRefused = regexp.MustCompile(`the same key after its retention, without the mark \(key "expiring-unmarked".*ledger row vanished between claim and read`)
+	// A storm of unmarked retries never turned to lookups first.
+	stormNotAdapted = regexp.MustCompile(`the last 10 retries of a storm without the mark ran 10 bodies, want 0`)
+)
+
+// Whether an atomic call looks its key up first (hint.go, atomic.go).
+const (
+	lookupFirstRule  = "\treturn s.cfg.lookupFirst || RetryFrom(ctx) || s.replays.likely(c.method)\n"
+	recordRefused    = "\t\tif definite(err) {\n\t\t\ts.replays.observe(c.method, errors.Is(err, errRecordRefused))\n"
+	expiredFallback  = "\t\tif !lookup && errors.Is(err, errRowVanished) {\n"
+	laterAttempts    = "\t\tlookup = true\n"
+	replayRateTarget = "\tif replay {\n\t\ttarget = replayRateOne\n\t}\n"
+)
+
+// hintMutations break, one at a time, the rule that a first attempt does
+// not look its key up and a call that may be a retry does: the answer
+// must never depend on it.
+func hintMutations() []mutation {
+	return []mutation{
+		{
+			name: "ha_refused_record_answered_as_success",
+			bug: "a record refused by the key's row (a call that skipped the lookup) is taken for success: the caller " +
+				"gets the body's answer, whose work rolled back, instead of the row's",
+			edits: []edit{
+				{"atomic.go", recordRefused, "\t\tif errors.Is(err, errRecordRefused) {\n\t\t\treturn out, berr\n\t\t}\n" + recordRefused},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/retry_without_the_mark": unmarkedNotReplayed,
+				"TestIdempotentPaymentsRefund/retry_without_the_mark": unmarkedNotReplayed,
+			},
+		},
+		{
+			name: "hb_retry_mark_ignored",
+			bug:  "idem.ContextWithRetry is ignored: a marked retry runs its body before the key's row answers it",
+			edits: []edit{
+				{"hint.go", lookupFirstRule, "\treturn s.cfg.lookupFirst || s.replays.likely(c.method)\n"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/retry_with_the_mark": ranTwice,
+				"TestIdempotentPaymentsRefund/retry_with_the_mark": ranTwice,
+			},
+		},
+		{
+			name: "hc_every_call_looks_up_first",
+			bug:  "the hint is read the wrong way round: every call is taken for a retry and looks its key up first",
+			edits: []edit{
+				{"hint.go", lookupFirstRule, "\treturn true\n"},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/retry_without_the_mark":       firstLookedUp,
+				"TestIdempotentPaymentsRefund/retry_without_the_mark":       firstLookedUp,
+				"TestIdempotentPaymentsCharge/expired_key_without_the_mark": firstLookedUp,
+				"TestIdempotentPaymentsRefund/expired_key_without_the_mark": firstLookedUp,
+			},
+		},
+		{
+			name: "hd_expired_key_never_looked_up",
+			bug: "an attempt after a refused record skips the lookup again: an expired row refuses every fresh record, " +
+				"and no attempt takes it over",
+			edits: []edit{
+				{"atomic.go", expiredFallback, "\t\tif false && errors.Is(err, errRowVanished) {\n"},
+				{"atomic.go", laterAttempts, ""},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/expired_key_without_the_mark": expiredUnmarkedRefused,
+				"TestIdempotentPaymentsRefund/expired_key_without_the_mark": expiredUnmarkedRefused,
+			},
+		},
+		{
+			name: "he_replays_not_counted",
+			bug:  "a refused record or an answering lookup is not counted as a replay: a storm of unmarked retries never turns to lookups first",
+			edits: []edit{
+				{"hint.go", replayRateTarget, ""},
+			},
+			caught: map[string]*regexp.Regexp{
+				"TestIdempotentPaymentsCharge/retry_storm_without_the_mark": stormNotAdapted,
+				"TestIdempotentPaymentsRefund/retry_storm_without_the_mark": stormNotAdapted,
+			},
+		},
+	}
 }
 
 // promiseMutations break, one at a time, each promise the generated doc
@@ -260,8 +352,11 @@ func promiseMutations() []mutation {
 				{"call.go", "return call{scope: scope, method: method", "return call{scope: \"\", method: method"},
 			},
 			caught: map[string]*regexp.Regexp{
-				"TestIdempotentPaymentsCharge/same_key,_two_scopes":  scopesShared,
-				"TestIdempotentPaymentsRefund/same_key,_two_scopes":  scopesShared,
+				// Atomic: the second scope's call, a first attempt, runs
+				// its body, whose record the first scope's row refuses:
+				// it replays, and its effect rolls back.
+				"TestIdempotentPaymentsCharge/same_key,_two_scopes":  effectsOnce,
+				"TestIdempotentPaymentsRefund/same_key,_two_scopes":  effectsOnce,
 				"TestIdempotentPaymentsPayout/same_key,_two_scopes":  scopesShared,
 				"TestIdempotentPaymentsDeposit/same_key,_two_scopes": inlineScopesShared,
 			},

@@ -14,26 +14,32 @@ import (
 // or neither does, so a retry after any failure simply runs again, and at
 // most one run's work ever commits per key.
 //
-// The key and scope come from ctx. The call first looks the key up (one
-// autocommit statement): a key that is done answers at once with the stored
-// response (or stored final error), and ContextWithOutcome's Outcome reports
-// the replay; a key reused with another fingerprint gets a *MismatchError.
-// Otherwise body runs in a transaction, and the ledger row is written once,
-// with the outcome, in the statement sent with COMMIT. Concurrent twins may
-// therefore all run body; the first to record the key commits, and each
-// other's record fails, its transaction rolls back, and it answers from the
-// key's row: the first call's response (a replay). A twin waits on the
-// first's uncommitted row for at most the claim wait (WithClaimWait), then
-// gets an *InProgressError. A body error is also answered from the key's
-// row when a twin recorded it meanwhile (the twin's work may be why the
-// body failed); otherwise it is returned as is. Serialization failures and
-// deadlocks retry the whole attempt, lookup first, with jittered backoff.
-// If the ledger cannot be reached the body does not run (errors.Is(err,
-// ErrStore)).
+// The key and scope come from ctx. body runs in a transaction, after the
+// key's lock (keylock.go), and the ledger row is written once, with the
+// outcome, in the statement sent with COMMIT. A key that already has a
+// row refuses that record: the transaction rolls back, undoing body's
+// work, and the key's row answers: the stored response (or stored final
+// error), which ContextWithOutcome's Outcome reports as a replay, or a
+// *MismatchError for a key reused with another fingerprint. A call that
+// may be a retry (ContextWithRetry, a method whose recent calls were
+// mostly replays, or a store made WithLookupFirst; see hint.go) looks the
+// key up first instead, in one autocommit statement, and a key that is
+// done answers at once without running body. The answer is the same
+// either way; only the cost differs. Twins queue on the key's lock: the
+// first's body runs, and each twin's runs once the first ended (its
+// record then refused by the first's row, which answers it: a replay),
+// or gets an *InProgressError once it waited the claim wait
+// (WithClaimWait). A body error is also answered from the key's row when
+// the key has one (a twin's or an earlier attempt's work may be why the
+// body failed); otherwise it is returned as is. Serialization failures
+// and deadlocks retry the whole attempt, lookup first, with jittered
+// backoff. If the ledger cannot be reached the body does not run
+// (errors.Is(err, ErrStore)).
 //
 // Hooks: Claimed (and TakenOver for an expired key) fires before every run
-// of body, Executed after it; a run whose record lost to a twin then fires
-// Replayed (or Mismatch) with the answer it returns.
+// of body, Executed after it; a run whose record was refused then fires
+// Replayed (or Mismatch) with the answer it returns. An unmarked retry
+// therefore fires Claimed and Executed, then Replayed.
 //
 // A body error rolls everything back and nothing is stored, unless errors.Is
 // matches one of m.FinalErrors: then the error is stored and replayed. A body
@@ -60,12 +66,26 @@ func Atomic[R, TTx any](ctx context.Context, s *Store, m *Method[R], fingerprint
 	if err != nil {
 		return zero, err
 	}
-	return retryAttempts(ctx, s, c, func() (R, error) {
+	run := func(lookup bool) (R, error) {
 		t, tx, bodyEnded, err := d.attempt(ctx, s, c)
 		if err != nil {
 			return zero, err
 		}
-		return atomicRun(ctx, s, m, c, t, func(ctx context.Context) (R, error) { return body(ctx, tx()) }, bodyEnded)
+		return atomicRun(ctx, s, m, c, t, func(ctx context.Context) (R, error) { return body(ctx, tx()) }, bodyEnded, lookup)
+	}
+	lookup := s.lookupFirst(ctx, c)
+	return retryAttempts(ctx, s, c, func() (R, error) {
+		out, err := run(lookup)
+		if !lookup && errors.Is(err, errRowVanished) {
+			// A record refused by a row no lookup answers from: an
+			// expired one, which only a record with the fence a lookup
+			// saw takes over. At once, with the lookup.
+			out, err = run(true)
+		}
+		// Every later attempt looks up first: it settles an unknown
+		// COMMIT, and takes an expired key over.
+		lookup = true
+		return out, err
 	})
 }
 
@@ -89,9 +109,12 @@ func openAtomic[R, TTx any](ctx context.Context, s *Store, m *Method[R], fingerp
 }
 
 // atomicRun is one attempt of Atomic on the connection t carries: the
-// lookup, then the body (which reports whether it ended the transaction
-// itself through bodyEnded), and the ledger row with COMMIT.
-func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t attemptTx, body func(context.Context) (R, error), bodyEnded func() bool) (R, error) {
+// lookup if lookup is set (hint.go), then the body (which reports whether
+// it ended the transaction itself through bodyEnded), and the ledger row
+// with COMMIT. Without the lookup the record is the fresh form, and a row
+// the key already had refuses it: lost then looks the key up and answers.
+// Each attempt adds one call to its method's replay rate (hint.go).
+func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t attemptTx, body func(context.Context) (R, error), bodyEnded func() bool, lookup bool) (R, error) {
 	var zero R
 	defer t.done(ctx, s)
 	confirm := func(ctx context.Context) error { return t.confirmReplay(ctx, s, c) }
@@ -103,14 +126,21 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 	if err != nil {
 		return zero, storeErr(c.method, "lookup", err)
 	}
-	r, found, err := s.readRow(ctx, t, c)
-	if err != nil {
-		return zero, err
+	var (
+		r     ledgerRow
+		found bool
+	)
+	if lookup {
+		if r, found, err = s.readRow(ctx, t, c); err != nil {
+			return zero, err
+		}
+		if answers(r, found) {
+			s.replays.observe(c.method, true)
+			return answer(ctx, s, m, c, r, confirm, refused)
+		}
 	}
-	if answers(r, found) {
-		return answer(ctx, s, m, c, r, confirm, refused)
-	}
-	// No row, or an expired one the record statement takes over.
+	// No row, or an expired one the record statement takes over; or no
+	// lookup: the fresh record, which any row refuses.
 	seen := int64(0)
 	if found {
 		seen = r.fence
@@ -133,10 +163,12 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 	err = commit(ctx, s, c, t, prelude, stmt, args, "store response and commit", errRecordRefused)
 	if err != nil {
 		if definite(err) {
+			s.replays.observe(c.method, errors.Is(err, errRecordRefused))
 			return lost[R](ctx, s, m, c, t, err, true, confirm, refused)
 		}
 		return zero, err
 	}
+	s.replays.observe(c.method, false)
 	return out, berr
 }
 

@@ -5,9 +5,10 @@
 // (scope, method, key) guarded by a unique index. Around that core the
 // package stores a request fingerprint (a reused key with a different
 // request is a loud *MismatchError), writes the row once, with the
-// response, in the work's own transaction, after a lookup of the key
-// (atomic mode: twins may both run the work, only the first to write the
-// row commits), or records an explicit in-progress claim with a lock
+// response, in the work's own transaction (atomic mode: a first attempt
+// does not look the key up, a row the key already has refuses the write
+// and answers; twins queue on the key's lock, and only the first to write
+// the row commits), or records an explicit in-progress claim with a lock
 // timeout and a fencing token before the work (external mode), keeps rows
 // for a retention window and sweeps them in small batches.
 //
@@ -17,7 +18,7 @@
 //
 // Naming: a function whose name starts with ContextWith takes a context and
 // returns one carrying a value for the next call ([ContextWithKey],
-// [ContextWithScope], [ContextWithWait], [ContextWithOutcome],
+// [ContextWithScope], [ContextWithWait], [ContextWithOutcome], [ContextWithRetry],
 // [ContextWithInlineKey]); a function whose name starts with With is an
 // [Option] for [NewStore] ([WithTable], [WithRetention], ...). The same
 // split as OpenTelemetry's trace.ContextWithSpan next to its options.
@@ -69,7 +70,8 @@
 // that sends BEGIN with the body's first statement), one at a time on
 // database/sql (sqldriver.go). Atomic mode (atomic.go: atomicRun, and
 // atomicInTxRun under a savepoint) looks the key up with the read
-// statement, runs the body between its hooks (runBody), and writes the
+// statement when the call may be a retry (hint.go; atomicInTxRun always),
+// runs the body between its hooks (runBody), and writes the
 // key's row once with the record statement sent with COMMIT (a plain
 // INSERT for a key without a row, an upsert that takes an expired row
 // over: recordStmts); an attempt

@@ -25,3 +25,22 @@ func RecordForNewKey(s *Store, method, key string, fingerprint, resp []byte, ups
 // (keylock.go), which twins did not queue on: the rolling-upgrade test runs
 // it beside today's.
 func WithoutKeyLock() Option { return func(c *config) { c.noKeyLock = true } }
+
+// ReplayRate is method's recent replay rate in s (hint.go), from 0 to 1.
+func ReplayRate(s *Store, method string) float64 {
+	v, ok := s.replays.by.Load(method)
+	if !ok {
+		return 0
+	}
+	return float64(v.(interface{ Load() int32 }).Load()) / replayRateOne
+}
+
+// ForgetReplays forgets every method's replay rate in s: its next calls
+// are taken for first attempts unless marked.
+func ForgetReplays(s *Store) {
+	s.replays.by.Clear()
+	s.replays.n.Store(0)
+}
+
+// LookupFirstRate is the replay rate at which calls look up first.
+const LookupFirstRate = float64(lookupFirstRate) / replayRateOne

@@ -24,12 +24,15 @@ import (
 //   - op=txlookup: the same SELECT sent with BEGIN, the transaction then
 //     rolled back without the caller waiting: what a replay cost while the
 //     claim came first and opened the transaction with it;
-//   - op=replay: the wrapper replaying those keys, in the same order (its
-//     lookup alone);
+//   - op=replay: the wrapper replaying those keys, in the same order, each
+//     call marked a retry (idem.ContextWithRetry: its lookup alone);
+//   - op=storm: the same replays, unmarked: the first few run the work and
+//     roll it back, then the method's replay rate makes them look up first;
 //   - op=floor: the claim's floor, the work, then the whole ledger row
 //     (response included) sent with COMMIT;
-//   - op=claimed: the wrapper recording a new key (the lookup, the work
-//     with BEGIN, the ledger row with COMMIT).
+//   - op=claimed: the wrapper recording a new key, a first attempt (the
+//     work with BEGIN and the key's lock, the ledger row with COMMIT; no
+//     lookup).
 //
 // Each reports its round trips per call (tripCounter), which the machine's
 // load cannot change:
@@ -55,12 +58,14 @@ func BenchmarkFloors(b *testing.B) {
 
 // TestFloorRoundTrips pins the round trips of the floors and of the
 // wrapper's paths beside them, on one connection whose statement cache is
-// warm: a lookup is one, and so is a replay; the claim's floor is the
-// work's three (BEGIN, INSERT, the ledger row with COMMIT), and so is the
-// claimed path (the lookup, BEGIN with the INSERT, the ledger row with
-// COMMIT).
+// warm: a lookup is one, and so is a replay (marked a retry,
+// idem.ContextWithRetry, it looks up first); the claim's floor is the work's three (BEGIN, INSERT,
+// the ledger row with COMMIT), and the claimed path, a first attempt,
+// which does not look its key up, two (BEGIN and the key's lock with the
+// INSERT, the ledger row with COMMIT): the floor's, but for the BEGIN the
+// floor sends alone.
 func TestFloorRoundTrips(t *testing.T) {
-	want := map[string]int64{"lookup": 1, "txlookup": 1, "replay": 1, "floor": 3, "claimed": 3}
+	want := map[string]int64{"lookup": 1, "txlookup": 1, "replay": 1, "floor": 3, "claimed": 2}
 	for _, op := range floorOps {
 		if _, ok := want[op.name]; !ok {
 			continue
@@ -93,6 +98,7 @@ var floorOps = []floorOp{
 	{name: "lookup", prepare: prepareLookupFloor},
 	{name: "txlookup", prepare: prepareTxLookupFloor},
 	{name: "replay", prepare: prepareReplayFloor},
+	{name: "storm", prepare: prepareStormFloor},
 	{name: "floor", prepare: prepareClaimFloor},
 	{name: "claimed", prepare: prepareClaimedFloor},
 }
@@ -168,10 +174,26 @@ func prepareTxLookupFloor(t testing.TB, db *idemtest.DB) func(context.Context, i
 }
 
 func prepareReplayFloor(t testing.TB, db *idemtest.DB) func(context.Context, int) {
+	return replayFloor(t, db, true)
+}
+
+// prepareStormFloor is a storm of replays nothing marks: the store's
+// replay rate turns them to lookups first after a few (hint.go).
+func prepareStormFloor(t testing.TB, db *idemtest.DB) func(context.Context, int) {
+	return replayFloor(t, db, false)
+}
+
+// replayFloor replays the keys claimFloorKeys claims, each call marked a
+// retry if marked.
+func replayFloor(t testing.TB, db *idemtest.DB, marked bool) func(context.Context, int) {
 	s := claimFloorKeys(t, db)
 	m := chargeMethod()
 	return func(_ context.Context, i int) {
-		ctx, out := idem.ContextWithOutcome(keyed(floorKey(i)))
+		ctx := keyed(floorKey(i))
+		if marked {
+			ctx = idem.ContextWithRetry(ctx)
+		}
+		ctx, out := idem.ContextWithOutcome(ctx)
 		_, err := idem.Atomic(ctx, s, m, fp("1"), charge(1))
 		require.NoError(t, err)
 		require.True(t, out.Replayed(), "a replay")

@@ -97,6 +97,10 @@ func fp(req string) []byte {
 
 func keyed(key string) context.Context { return idem.ContextWithKey(context.Background(), key) }
 
+// retried is keyed marked a possible retry (idem.ContextWithRetry): the
+// call looks its key up before its body.
+func retried(key string) context.Context { return idem.ContextWithRetry(keyed(key)) }
+
 func (e *env) count(t testing.TB, table string) int {
 	t.Helper()
 	var n int
@@ -148,7 +152,7 @@ func TestStormRunsOnce(t *testing.T) {
 func TestMismatch(t *testing.T) {
 	e := newEnv(t)
 	require.NoError(t, e.call(keyed("k"), "100", 100).err)
-	r := e.call(keyed("k"), "200", 200)
+	r := e.call(retried("k"), "200", 200)
 	require.ErrorIs(t, r.err, idem.ErrMismatch)
 	var me *idem.MismatchError
 	require.ErrorAs(t, r.err, &me)
@@ -182,13 +186,16 @@ func TestExpiredKeyIsNew(t *testing.T) {
 	first := e.call(keyed("old"), "100", 100)
 	require.NoError(t, first.err)
 	e.clock.Advance(retention - time.Second)
-	assert.True(t, e.call(keyed("old"), "100", 100).replayed, "inside the window: replay")
+	assert.True(t, e.call(retried("old"), "100", 100).replayed, "inside the window: replay")
 	e.clock.Advance(2 * time.Second)
+	// Unmarked, the call is taken for a first attempt: its record is
+	// refused by the expired row, and the attempt that follows looks the
+	// key up and takes it over.
 	again := e.call(keyed("old"), "100", 100)
 	require.NoError(t, again.err)
 	assert.False(t, again.replayed, "after the window the key is new")
 	assert.NotEqual(t, first.r.PaymentID, again.r.PaymentID)
-	assert.Equal(t, int64(2), e.executed.Load())
+	assert.Equal(t, int64(3), e.executed.Load(), "the first run, the refused one, the takeover")
 	assert.Equal(t, int64(1), e.takenOver.Load())
 	assert.Equal(t, 1, e.count(t, "idempotency_keys"))
 	// A different request after expiry is new too, not a mismatch.
@@ -222,7 +229,7 @@ func TestFinalErrorReplayed(t *testing.T) {
 	_, err := idem.Atomic(ctx, e.store, e.m, fp("100"), decline)
 	require.ErrorIs(t, err, errDeclined)
 	assert.False(t, o.Replayed())
-	_, err = idem.Atomic(ctx, e.store, e.m, fp("100"), decline)
+	_, err = idem.Atomic(idem.ContextWithRetry(ctx), e.store, e.m, fp("100"), decline)
 	require.ErrorIs(t, err, errDeclined, "errors.Is holds on replay")
 	assert.Equal(t, "card 4242: card declined", err.Error())
 	var re *idem.ReplayedError

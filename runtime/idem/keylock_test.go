@@ -122,8 +122,15 @@ func TestPathsTwinAfterTheFirstRolledBack(t *testing.T) {
 			// its wait; then the first fails.
 			e.waitForAdvisoryWaiter(t)
 			close(release)
-			require.ErrorIs(t, (<-done).err, errFailed)
+			first := <-done
 			got := <-twin
+			if first.err != nil {
+				// The first looks the key up after its rollback: a twin
+				// that recorded the key by then answers it (a body error
+				// is answered from the key's row), which of the two
+				// comes first is the machine's.
+				require.ErrorIs(t, first.err, errFailed)
+			}
 			require.NoError(t, got.err)
 			assert.False(t, got.replayed, "the twin ran its own body")
 			assert.Equal(t, 1, e.count(t, "payments"))

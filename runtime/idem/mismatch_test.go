@@ -34,16 +34,16 @@ func TestMismatchRecorded(t *testing.T) {
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			e := newEnvOn(t, p)
-			require.NoError(t, e.callOn(p, keyed("k"), "100", 100).err)
+			require.NoError(t, e.callOn(p, retried("k"), "100", 100).err)
 			_, at, got, xmin := lastMismatch(t, e.db, "Test.Charge", "k")
 			assert.Nil(t, at, "nothing recorded by the claim")
 			assert.Nil(t, got)
-			require.True(t, e.callOn(p, keyed("k"), "100", 100).replayed)
+			require.True(t, e.callOn(p, retried("k"), "100", 100).replayed)
 			_, _, _, after := lastMismatch(t, e.db, "Test.Charge", "k")
 			assert.Equal(t, xmin, after, "a replay writes nothing")
 
 			e.clock.Advance(time.Minute)
-			other := e.callOn(p, keyed("k"), "200", 200)
+			other := e.callOn(p, retried("k"), "200", 200)
 			require.ErrorIs(t, other.err, idem.ErrMismatch)
 			stored, at, got, after := lastMismatch(t, e.db, "Test.Charge", "k")
 			assert.Equal(t, fp("100"), stored, "the stored fingerprint stays")
@@ -53,12 +53,12 @@ func TestMismatchRecorded(t *testing.T) {
 			assert.NotEqual(t, xmin, after)
 
 			e.clock.Advance(time.Minute)
-			require.ErrorIs(t, e.callOn(p, keyed("k"), "300", 300).err, idem.ErrMismatch)
+			require.ErrorIs(t, e.callOn(p, retried("k"), "300", 300).err, idem.ErrMismatch)
 			_, at, got, _ = lastMismatch(t, e.db, "Test.Charge", "k")
 			assert.Equal(t, fp("300"), got, "the last one")
 			assert.True(t, e.clock.Now().Equal(*at))
 
-			again := e.callOn(p, keyed("k"), "100", 100)
+			again := e.callOn(p, retried("k"), "100", 100)
 			require.NoError(t, again.err, "the attempt's connection went back clean")
 			assert.True(t, again.replayed)
 			assert.Equal(t, int64(1), e.executed.Load())
@@ -99,7 +99,7 @@ func TestMismatchInTxRecordedOutsideTheCallersTransaction(t *testing.T) {
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			e := newEnvOn(t, p)
-			require.NoError(t, e.callOn(p, keyed("k"), "100", 100).err)
+			require.NoError(t, e.callOn(p, retried("k"), "100", 100).err)
 			db := onePool(t, e.db, p)
 			s, err := p.newStore(db, idem.WithClock(e.clock.Now))
 			require.NoError(t, err)
@@ -168,11 +168,11 @@ func TestMismatchOnALedgerWithoutTheColumns(t *testing.T) {
 			_, err := e.db.Pool.Exec(context.Background(), `ALTER TABLE idempotency_keys DROP COLUMN mismatch_at, DROP COLUMN mismatch_fingerprint`)
 			require.NoError(t, err)
 
-			require.NoError(t, e.callOn(p, keyed("k"), "100", 100).err)
-			require.True(t, e.callOn(p, keyed("k"), "100", 100).replayed)
-			require.ErrorIs(t, e.callOn(p, keyed("k"), "200", 200).err, idem.ErrMismatch)
+			require.NoError(t, e.callOn(p, retried("k"), "100", 100).err)
+			require.True(t, e.callOn(p, retried("k"), "100", 100).replayed)
+			require.ErrorIs(t, e.callOn(p, retried("k"), "200", 200).err, idem.ErrMismatch)
 			assert.Contains(t, log.String(), "has no mismatch_at, mismatch_fingerprint columns")
-			again := e.callOn(p, keyed("k"), "100", 100)
+			again := e.callOn(p, retried("k"), "100", 100)
 			require.NoError(t, again.err)
 			assert.True(t, again.replayed)
 

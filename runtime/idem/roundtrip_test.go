@@ -69,10 +69,15 @@ func (r *tripCounter) count(fn func()) int64 {
 }
 
 // TestRoundTrips pins the round trips of the claimed and replayed paths for
-// the same work (one INSERT): the claim travels with BEGIN and the read, the
-// response with COMMIT, so the claimed path costs what the work costs
-// without idempotency (BEGIN, INSERT, COMMIT), and a replay is answered by
-// one round trip (its ROLLBACK is sent after the caller has its answer).
+// the same work (one INSERT). A first attempt does not look its key up:
+// BEGIN and the key's lock travel with the INSERT, the record with COMMIT,
+// two round trips, one fewer than the work alone sent as pgx's Begin sends
+// it (BEGIN alone, the INSERT, COMMIT) and the claim's floor
+// (TestFloorRoundTrips). A retry marked idem.ContextWithRetry is answered
+// by its lookup, one round trip (the ROLLBACK is sent after the caller has
+// its answer); an unmarked one costs the work's: the body's transaction,
+// whose record the key's row refuses, then the lookup (the ROLLBACK
+// between them is counted apart).
 func TestRoundTrips(t *testing.T) {
 	var rt tripCounter
 	db := idemtest.New(t, idemtest.WithSetup(paymentsDDL), rt.option(),
@@ -89,22 +94,32 @@ func TestRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(ctx))
 	}
-	atomicCall := func(key string) func() {
+	atomicCall := func(ctx context.Context, replay bool) func() {
 		return func() {
-			_, err := idem.Atomic(keyed(key), s, m, fp("1"), charge(1))
+			ctx, o := idem.ContextWithOutcome(ctx)
+			_, err := idem.Atomic(ctx, s, m, fp("1"), charge(1))
 			require.NoError(t, err)
+			require.Equal(t, replay, o.Replayed(), "replayed")
 		}
 	}
+	first := func(key string) func() { return atomicCall(keyed(key), false) }
+	retry := func(key string) func() { return atomicCall(idem.ContextWithRetry(keyed(key)), true) }
+	unmarked := func(key string) func() { return atomicCall(keyed(key), true) }
 	// Warm the statement caches: preparing is a round trip of its own.
 	plain()
-	atomicCall("warm")()
-	atomicCall("warm")()
+	first("warm")()
+	retry("warm")()
+	unmarked("warm")()
 
 	work := rt.count(plain)
 	require.EqualValues(t, 3, work, "the work alone: BEGIN, INSERT, COMMIT")
 	for i := range 3 {
 		key := fmt.Sprintf("k%d", i)
-		require.Equal(t, work, rt.count(atomicCall(key)), "the claimed path costs the work's round trips")
-		require.EqualValues(t, 1, rt.count(atomicCall(key)), "a replay is one round trip")
+		idem.ForgetReplays(s) // the unmarked retries are taken for first attempts
+		require.EqualValues(t, 2, rt.count(first(key)), "a first attempt: BEGIN with the key's lock and the INSERT, the record with COMMIT")
+		require.EqualValues(t, 1, rt.count(retry(key)), "a marked retry is its lookup")
+		rollbacks := rt.rollbacks.Load()
+		require.Equal(t, work, rt.count(unmarked(key)), "an unmarked retry: the body's two, then the lookup")
+		require.EqualValues(t, 1, rt.rollbacks.Load()-rollbacks, "an unmarked retry rolls its body's work back before the lookup")
 	}
 }

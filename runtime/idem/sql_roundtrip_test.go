@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
 )
 
@@ -90,8 +91,8 @@ func recordPath(t *testing.T, p path) pathTrips {
 	require.NoError(t, err)
 	e.store = s
 	ctx := context.Background()
-	atomicCall := func(key string) func() {
-		return func() { require.NoError(t, e.callOn(p, keyed(key), "1", 1).err) }
+	atomicCall := func(ctx context.Context) func() {
+		return func() { require.NoError(t, e.callOn(p, ctx, "1", 1).err) }
 	}
 	// The caller's BEGIN and COMMIT are the caller's: recorded apart.
 	inTx := func(record func(func()) (int, []string)) (int, []string) {
@@ -122,8 +123,9 @@ func recordPath(t *testing.T, p path) pathTrips {
 	plain()
 	inline("warm")()
 	inline("warm")()
-	atomicCall("warm")()
-	atomicCall("warm")()
+	atomicCall(keyed("warm"))()
+	atomicCall(keyed("warm"))()
+	atomicCall(idem.ContextWithRetry(keyed("warm")))()
 	inTx(unrecorded)
 	inTx(unrecorded)
 	_, err = db.Pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE key = 't'`)
@@ -131,8 +133,10 @@ func recordPath(t *testing.T, p path) pathTrips {
 
 	r := pathTrips{trips: map[string]int{}, stmts: map[string][]string{}}
 	r.trips["work alone"], r.stmts["work alone"] = l.record(plain)
-	r.trips["claimed"], r.stmts["claimed"] = l.record(atomicCall("k"))
-	r.trips["replay"], r.stmts["replay"] = l.record(atomicCall("k"))
+	idem.ForgetReplays(s) // the unmarked retry is taken for a first attempt
+	r.trips["claimed"], r.stmts["claimed"] = l.record(atomicCall(keyed("k")))
+	r.trips["replay"], r.stmts["replay"] = l.record(atomicCall(idem.ContextWithRetry(keyed("k"))))
+	r.trips["replay, unmarked"], r.stmts["replay, unmarked"] = l.record(atomicCall(keyed("k")))
 	r.trips["in tx, claimed"], r.stmts["in tx, claimed"] = inTx(l.record)
 	r.trips["in tx, replay"], r.stmts["in tx, replay"] = inTx(l.record)
 	r.trips["inline, claimed"], r.stmts["inline, claimed"] = l.record(inline("i"))
@@ -153,10 +157,15 @@ func TestRoundTripsBothPaths(t *testing.T) {
 	pg, sq := got[pgxPath.name], got[sqlPath.name]
 	want := map[string][2]int{ // pgx, database/sql
 		"work alone": {3, 3}, // BEGIN, INSERT, COMMIT
-		// lookup, BEGIN+key lock+INSERT, record+COMMIT; database/sql: BEGIN,
-		// the key's lock and COMMIT alone.
-		"claimed": {3, 6},
-		"replay":  {1, 1}, // the lookup
+		// A first attempt, no lookup: BEGIN+key lock+INSERT, record+COMMIT;
+		// database/sql: BEGIN, the key's lock and COMMIT alone.
+		"claimed": {2, 5},
+		// A retry marked idem.ContextWithRetry: the lookup.
+		"replay": {1, 1},
+		// An unmarked retry: the first attempt's statements, the record
+		// refused (database/sql sends no COMMIT after it), then, after
+		// the ROLLBACK, the lookup.
+		"replay, unmarked": {3, 5},
 		// lookup, SAVEPOINT+key lock+INSERT, record+RELEASE; database/sql:
 		// each alone.
 		"in tx, claimed": {3, 6},
@@ -181,4 +190,6 @@ func TestRoundTripsBothPaths(t *testing.T) {
 	}
 	assert.Equal(t, fmt.Sprint(pg.stmts["claimed"]), fmt.Sprint(sq.stmts["claimed"]), "claimed: the same statements")
 	assert.Equal(t, fmt.Sprint(pg.stmts["replay"]), fmt.Sprint(sq.stmts["replay"]), "a replay sends the same statements")
+	assert.Equal(t, fmt.Sprint(pg.stmts["replay, unmarked"][:3]), fmt.Sprint(sq.stmts["replay, unmarked"][:3]),
+		"an unmarked replay starts as a first attempt")
 }

@@ -28,11 +28,11 @@ func TestPathsClaimReplayMismatch(t *testing.T) {
 			first := e.callOn(p, keyed("k"), "100", 100)
 			require.NoError(t, first.err)
 			assert.False(t, first.replayed)
-			again := e.callOn(p, keyed("k"), "100", 100)
+			again := e.callOn(p, retried("k"), "100", 100)
 			require.NoError(t, again.err)
 			assert.True(t, again.replayed)
 			assert.Equal(t, first.r, again.r, "the replay is the stored response")
-			other := e.callOn(p, keyed("k"), "200", 200)
+			other := e.callOn(p, retried("k"), "200", 200)
 			var me *idem.MismatchError
 			require.ErrorAs(t, other.err, &me)
 			assert.Equal(t, fp("100"), me.Stored)
@@ -55,7 +55,7 @@ func TestPathsFinalErrorReplayedOtherErrorLeavesNothing(t *testing.T) {
 			}
 			_, err := p.atomic(keyed("d"), e.store, e.m, fp("100"), decline)
 			require.ErrorIs(t, err, errDeclined)
-			ctx, o := idem.ContextWithOutcome(keyed("d"))
+			ctx, o := idem.ContextWithOutcome(retried("d"))
 			_, err = p.atomic(ctx, e.store, e.m, fp("100"), decline)
 			require.ErrorIs(t, err, errDeclined, "errors.Is holds on replay")
 			assert.True(t, o.Replayed())
@@ -173,7 +173,7 @@ func TestPathsTwinWaitsWithinClaimWait(t *testing.T) {
 			close(release)
 			first := <-done
 			require.NoError(t, first.err)
-			after := e.callOn(p, keyed("held"), "100", 100)
+			after := e.callOn(p, retried("held"), "100", 100)
 			require.NoError(t, after.err)
 			assert.True(t, after.replayed)
 			assert.Equal(t, first.r, after.r)

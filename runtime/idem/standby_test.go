@@ -131,8 +131,9 @@ func (e *standbyEnv) count(t *testing.T, query string) int {
 // primary, and visible there once its wait ends, but not replicated: the
 // caller is told the outcome is unknown (never success), whether the wait
 // was cut by the finalise timeout after the caller left or cancelled by
-// someone else (the server's warning); a retry while the standby is still
-// away is refused (never the stored success) and runs nothing again; once
+// someone else (the server's warning); a retry (marked, so it looks up
+// first) while the standby is still away is refused (never the stored
+// success) and runs nothing again; once
 // the standby is back and has the rows, the retry replays them.
 func TestCommitNotReplicatedIsNeverSuccess(t *testing.T) {
 	for _, p := range paths {
@@ -190,7 +191,7 @@ func testCommitNotReplicated(t *testing.T, p path) {
 		"external": func(ctx context.Context) error { _, err := e.external(ctx, nil, nil); return err },
 	}
 	for key, retry := range retries {
-		rctx, o := idem.ContextWithOutcome(keyed(key))
+		rctx, o := idem.ContextWithOutcome(idem.ContextWithRetry(keyed(key)))
 		err := e.leaveWhenWaiting(t, rctx, retry)
 		require.ErrorIs(t, err, idem.ErrStore, "%s: a retry while the standby is away is refused", key)
 		assert.False(t, o.Replayed(), key)
@@ -200,7 +201,7 @@ func testCommitNotReplicated(t *testing.T, p path) {
 	require.NoError(t, e.cluster.Standbys[0].Start(ctx))
 	require.NoError(t, e.cluster.Synchronous(ctx, "on"))
 	for key, retry := range retries {
-		rctx, o := idem.ContextWithOutcome(keyed(key))
+		rctx, o := idem.ContextWithOutcome(idem.ContextWithRetry(keyed(key)))
 		require.NoError(t, retry(rctx), "%s: replayed once the standby has the row", key)
 		assert.True(t, o.Replayed(), key)
 	}

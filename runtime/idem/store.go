@@ -40,7 +40,7 @@ type Event struct {
 // Hooks are called synchronously as calls progress. Any may be nil. They are
 // meant for metrics and tests and must be quick and must not panic.
 type Hooks struct {
-	Claimed    func(context.Context, Event) // the body is about to run: external and inline modes, the key is claimed; atomic mode, its lookup found no live row (a twin's body may run too: the first to record the key commits, see Atomic)
+	Claimed    func(context.Context, Event) // the body is about to run: external and inline modes, the key is claimed; atomic mode, before every run of the body, which a first attempt starts without looking its key up (a retry's or a twin's body may run too: the first to record the key commits, see Atomic)
 	Executed   func(context.Context, Event) // the method body ran (whatever it returned, and whether or not its work then committed)
 	Replayed   func(context.Context, Event) // a stored response was returned (atomic mode: also to a call whose body ran and lost to a twin)
 	Mismatch   func(context.Context, Event) // the key was reused with a different request
@@ -68,6 +68,9 @@ type config struct {
 	// noKeyLock leaves the key's lock out (keylock.go): the runtime before
 	// it, which the rolling-upgrade test runs beside today's. Tests only.
 	noKeyLock bool
+	// lookupFirst: every atomic call looks its key up before its body
+	// (WithLookupFirst, hint.go).
+	lookupFirst bool
 }
 
 // Option configures a Store.
@@ -196,6 +199,9 @@ type Store struct {
 	// citus is what the store knows of the server: citusUnknown until a
 	// first atomic call or mismatch record asks (onCitus).
 	citus atomic.Int32
+	// replays are the methods' recent replay rates: whether an atomic
+	// call looks its key up before its body (hint.go).
+	replays replayRates
 }
 
 // NewStore returns a Store over pool (a *pgxpool.Pool, or a type wrapping

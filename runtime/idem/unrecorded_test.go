@@ -63,7 +63,7 @@ func TestFinalErrorWithUnstorableTextIsReplayed(t *testing.T) {
 		body := func(context.Context, pgx.Tx) (Receipt, error) { return Receipt{}, bankErr }
 		_, err := idem.Atomic(keyed("f"), e.store, e.m, fp("100"), body)
 		require.ErrorIs(t, err, errDeclined)
-		ctx, o := idem.ContextWithOutcome(keyed("f"))
+		ctx, o := idem.ContextWithOutcome(retried("f"))
 		_, err = idem.Atomic(ctx, e.store, e.m, fp("100"), body)
 		require.ErrorIs(t, err, errDeclined)
 		assert.True(t, o.Replayed())

@@ -237,7 +237,9 @@ func TestRollingUpgrade(t *testing.T) {
 // runtimes on one ledger. Every pairing keeps the promise (one payment and
 // one debit per key, one answer); what differs is how the twins' locks
 // meet. Twins of today's runtime queue on the key's lock before their
-// bodies, then lock the account, then the ledger row; the write-once
+// bodies, then lock the account, then the ledger row, and so do those of
+// the runtime just before it, which looked every key up first (a store
+// made WithLookupFirst sends its statements); the write-once
 // runtime before it (no key lock) locks the account, then the ledger row,
 // the same order; the claim-first runtime before that locks the ledger row
 // first, then the account: the opposite order, so its twins and today's can
@@ -271,6 +273,15 @@ func TestRollingUpgradeSharedRow(t *testing.T) {
 		r, err := idem.Atomic(ctx, e.store, e.m, fp("100"), debit(key))
 		return result{r, err, o.Replayed()}
 	}
+	// lookupFirst is the runtime just before first attempts skipped the
+	// lookup: the key's lock, every call looking its key up first (a store
+	// made WithLookupFirst sends its statements), made for each pairing.
+	var lookupFirstStore *idem.Store
+	lookupFirst := func(_ *env, _ *idem.Store, key string) result {
+		ctx, o := idem.ContextWithOutcome(keyed(key))
+		r, err := idem.Atomic(ctx, lookupFirstStore, chargeMethod(), fp("100"), debit(key))
+		return result{r, err, o.Replayed()}
+	}
 	pairings := []struct {
 		name string
 		a, b runtime
@@ -282,6 +293,7 @@ func TestRollingUpgradeSharedRow(t *testing.T) {
 		{name: "write-once alone", a: writeOnce, b: writeOnce},
 		{name: "claim-first alone", a: claimFirst, b: claimFirst},
 		{name: "write-once and today's", a: writeOnce, b: today},
+		{name: "lookup-first and today's", a: lookupFirst, b: today},
 		{name: "claim-first and today's", a: claimFirst, b: today},
 		{name: "claim-first and today's, deadlock_timeout 50ms", a: claimFirst, b: today, deadlockTimeout: "50ms"},
 	}
@@ -290,6 +302,8 @@ func TestRollingUpgradeSharedRow(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			e := newEnv(t, idem.WithMaxAttempts(50))
 			wo, err := idem.NewStore(e.db.Pool, idem.WithClock(e.clock.Now), idem.WithMaxAttempts(50), idem.WithBackoff(time.Millisecond), idem.WithoutKeyLock())
+			require.NoError(t, err)
+			lookupFirstStore, err = idem.NewStore(e.db.Pool, idem.WithClock(e.clock.Now), idem.WithMaxAttempts(50), idem.WithBackoff(time.Millisecond), idem.WithLookupFirst())
 			require.NoError(t, err)
 			require.NoError(t, e.exec(`CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL)`))
 			require.NoError(t, e.exec(`INSERT INTO accounts SELECT 'k' || i, 0 FROM generate_series(0, 63) AS i`))

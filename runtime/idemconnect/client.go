@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
@@ -82,6 +83,7 @@ func (c *client) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		err := c.policy.Do(ctx, func(attempt int) error {
 			if attempt > 1 {
 				reset(req.Header(), sent)
+				req.Header().Set(HeaderPreviousAttempts, strconv.Itoa(attempt-1))
 			}
 			var err error
 			resp, err = next(ctx, req)

@@ -53,6 +53,7 @@ type svc struct {
 	release  chan struct{}
 	mu       sync.Mutex
 	keys     []string // the Idempotency-Key header of every attempt at Charge
+	marked   []bool   // whether each attempt at Charge was marked a retry (idem.RetryFrom)
 	fail     func(attempt int64) error
 	sawKey   chan string
 	url      string
@@ -70,6 +71,7 @@ func (s *svc) charge(ctx context.Context, req *connect.Request[in]) (*connect.Re
 	n := s.attempts.Add(1)
 	s.mu.Lock()
 	s.keys = append(s.keys, req.Header().Get(idemconnect.HeaderKey))
+	s.marked = append(s.marked, idem.RetryFrom(ctx))
 	s.mu.Unlock()
 	if s.fail != nil {
 		if err := s.fail(n); err != nil {
@@ -321,8 +323,10 @@ func TestClientKeepsOneKeyAcrossItsRetries(t *testing.T) {
 	require.NoError(t, err)
 	s.mu.Lock()
 	keys := append([]string(nil), s.keys...)
+	marked := append([]bool(nil), s.marked...)
 	s.mu.Unlock()
 	require.Len(t, keys, 4)
+	assert.Equal(t, []bool{false, true, true, false}, marked, "the interceptor's retries are marked retries on the server")
 	assert.NotEmpty(t, keys[0])
 	assert.Equal(t, []string{keys[0], keys[0], keys[0]}, keys[:3], "every attempt of a call carries its key")
 	assert.NotEqual(t, keys[0], keys[3], "a new call is a new intention")

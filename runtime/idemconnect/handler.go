@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -20,7 +22,27 @@ const (
 	HeaderKey       = idemhttp.HeaderKey
 	HeaderReplayed  = idemhttp.HeaderReplayed
 	HeaderRetention = idemhttp.HeaderRetention
+	// HeaderPreviousAttempts is set by the client interceptor on its
+	// retries; the handler interceptor marks a request whose value is
+	// above 0, or whose grpc-previous-rpc-attempts is (grpc-go's own
+	// retries, over the gRPC protocol), a possible retry
+	// (idem.ContextWithRetry): the idempotent call looks its key up
+	// before its body runs. It changes what the call costs, never what
+	// it answers.
+	HeaderPreviousAttempts = idemhttp.HeaderPreviousAttempts
 )
+
+// retried reports whether h says the request is a retry.
+func retried(h http.Header) bool {
+	for _, k := range []string{HeaderPreviousAttempts, "Grpc-Previous-Rpc-Attempts"} {
+		for _, v := range h.Values(k) {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // ScopeFunc returns the scope a request's idempotency key belongs to, usually
 // the authenticated account, read from the request's headers or from what
@@ -101,6 +123,9 @@ func (h *handler) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			ctx = idem.ContextWithScope(ctx, scope)
 		}
 		ctx = idem.ContextWithKey(ctx, key)
+		if retried(req.Header()) {
+			ctx = idem.ContextWithRetry(ctx)
+		}
 		ctx, outcome := idem.ContextWithOutcome(ctx)
 		resp, err := next(ctx, req)
 		err = Error(err)

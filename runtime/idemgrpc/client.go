@@ -107,7 +107,7 @@ func (c *client) intercept(ctx context.Context, method string, req, reply any, c
 	if requestID(req) == "" && len(md.Get(c.mdKey)) == 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, c.mdKey, crand.Text())
 	}
-	err := c.policy.Do(ctx, func(int) error { return invoker(ctx, method, req, reply, cc, opts...) }, retryable, c.onRetry(method))
+	err := c.policy.Do(ctx, func(n int) error { return invoker(withPreviousAttempts(ctx, n-1), method, req, reply, cc, opts...) }, retryable, c.onRetry(method))
 	if gaveUp, ok := err.(*idemretry.GaveUpError); ok {
 		return fmt.Errorf("idemgrpc: %s: %w", method, gaveUp)
 	}

@@ -21,9 +21,12 @@ import (
 )
 
 // keys records the metadata key of every attempt that reached Charge.
+// It also records whether each was marked a possible retry
+// (idem.RetryFrom).
 type keys struct {
-	mu   sync.Mutex
-	seen [][]string
+	mu     sync.Mutex
+	seen   [][]string
+	marked []bool
 }
 
 func (k *keys) record(ctx context.Context) {
@@ -31,6 +34,13 @@ func (k *keys) record(ctx context.Context) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.seen = append(k.seen, md.Get(idemgrpc.DefaultMetadataKey))
+	k.marked = append(k.marked, idem.RetryFrom(ctx))
+}
+
+func (k *keys) marks() []bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]bool(nil), k.marked...)
 }
 
 func (k *keys) all() [][]string {
@@ -65,6 +75,7 @@ func TestClientKeepsOneKeyAcrossItsRetries(t *testing.T) {
 	assert.NotEmpty(t, seen[0][0])
 	assert.Equal(t, seen[0], seen[1])
 	assert.Equal(t, seen[0], seen[2], "every attempt carries the same key")
+	assert.Equal(t, []bool{false, true, true}, k.marks(), "the interceptor's retries are marked retries on the server")
 	assert.Equal(t, 2, retries)
 	assert.Equal(t, 1, s.count(t))
 
@@ -159,5 +170,6 @@ func TestKeyTravelsWithServiceConfigRetries(t *testing.T) {
 	require.Len(t, seen, 3, "grpc-go made three attempts")
 	require.Len(t, seen[0], 1)
 	assert.Equal(t, [][]string{seen[0], seen[0], seen[0]}, seen, "each carries the one key")
+	assert.Equal(t, []bool{false, true, true}, k.marks(), "grpc-previous-rpc-attempts marks grpc-go's retries on the server")
 	assert.Equal(t, 1, s.count(t))
 }

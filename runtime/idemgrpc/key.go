@@ -1,14 +1,56 @@
 package idemgrpc
 
 import (
+	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
+
+// PreviousAttemptsMetadataKey is the metadata key UnaryClientInterceptor
+// sends on its own retries: how many attempts of the call it made before
+// this one. grpc-go's retries (a service config's retryPolicy) send
+// grpc-previous-rpc-attempts inside each of them. The server interceptor
+// marks a call carrying either above 0 as a possible retry
+// (idem.ContextWithRetry): the idempotent call looks its key up before its
+// body runs, which costs a stored answer one round trip instead of a run
+// of the body that is rolled back. A wrong or missing value changes what
+// the call costs, never what it answers.
+const PreviousAttemptsMetadataKey = "idempotency-previous-attempts"
+
+// grpcPreviousAttempts is the metadata key of grpc-go's own retries.
+const grpcPreviousAttempts = "grpc-previous-rpc-attempts"
+
+// withPreviousAttempts returns ctx with PreviousAttemptsMetadataKey set to
+// n in its outgoing metadata (ctx itself for n = 0).
+func withPreviousAttempts(ctx context.Context, n int) context.Context {
+	if n < 1 {
+		return ctx
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	md.Set(PreviousAttemptsMetadataKey, strconv.Itoa(n))
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// retried reports whether the incoming metadata md says the call is a
+// retry: grpc-previous-rpc-attempts or PreviousAttemptsMetadataKey above 0.
+func retried(md metadata.MD) bool {
+	for _, k := range []string{grpcPreviousAttempts, PreviousAttemptsMetadataKey} {
+		for _, v := range md.Get(k) {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // DefaultMetadataKey is the metadata key that carries the idempotency key
 // unless ServerConfig.MetadataKey or ClientConfig.MetadataKey says otherwise.

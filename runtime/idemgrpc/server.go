@@ -125,6 +125,9 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		ctx = idem.ContextWithScope(ctx, scope)
 	}
 	ctx = idem.ContextWithKey(ctx, key)
+	if md, _ := metadata.FromIncomingContext(ctx); retried(md) {
+		ctx = idem.ContextWithRetry(ctx)
+	}
 	ctx, outcome := idem.ContextWithOutcome(ctx)
 	resp, err := handler(ctx, req)
 	setHeader(ctx, outcome)

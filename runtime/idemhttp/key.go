@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -30,6 +31,28 @@ const HeaderReplayed = "Idempotent-Replayed"
 // header: the window is documented too (the retention in the generated
 // method's doc comment).
 const HeaderRetention = "Idempotency-Key-Retention"
+
+// HeaderPreviousAttempts is the request header a client sets on a retry:
+// how many attempts of the same request (under the same key) it sent
+// before this one, as gRPC's grpc-previous-rpc-attempts does. Transport
+// sets it on every attempt after the first. The middleware marks a
+// request whose value is a whole number above 0 as a possible retry
+// (idem.ContextWithRetry), so the idempotent call looks its key up before
+// its body runs: it costs a stored answer one round trip instead of a run
+// of the body that is rolled back. A wrong or missing value changes what
+// the call costs, never what it answers.
+const HeaderPreviousAttempts = "Idempotency-Previous-Attempts"
+
+// retried reports whether a request's HeaderPreviousAttempts values say it
+// is a retry.
+func retried(values []string) bool {
+	for _, v := range values {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // ParseKey parses the values of the Idempotency-Key header (as returned by
 // http.Header.Values) and validates the key with p.

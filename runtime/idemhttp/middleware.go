@@ -84,7 +84,9 @@ var ErrNoScope = errors.New("idemhttp: New: set Config.Scope to the function tha
 //   - parses and validates the Idempotency-Key header with ParseKey (missing:
 //     400 TypeMissingKey; malformed, repeated or too long: 400 TypeInvalidKey);
 //   - calls the next handler with a context carrying the key (idem.ContextWithKey),
-//     the scope (idem.ContextWithScope) and an idem.Outcome (idem.ContextWithOutcome);
+//     the scope (idem.ContextWithScope) and an idem.Outcome (idem.ContextWithOutcome),
+//     marked a possible retry (idem.ContextWithRetry) when the request says it
+//     is one (HeaderPreviousAttempts above 0, which Transport sets);
 //   - adds Idempotent-Replayed: true to the response if the idempotent call
 //     the handler made with that context replayed a stored response, and
 //     Idempotency-Key-Retention (HeaderRetention) with the called method's
@@ -153,6 +155,9 @@ func New(cfg Config) func(http.Handler) http.Handler {
 				return
 			}
 			ctx = idem.ContextWithKey(ctx, key)
+			if retried(r.Header.Values(HeaderPreviousAttempts)) {
+				ctx = idem.ContextWithRetry(ctx)
+			}
 			ctx, outcome := idem.ContextWithOutcome(ctx)
 			rw := &responseWriter{ResponseWriter: w, replayed: outcome.Replayed, retention: outcome.Retention}
 			next.ServeHTTP(rw, r.WithContext(ctx))

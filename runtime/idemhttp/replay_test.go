@@ -168,14 +168,31 @@ func (a *api) post(t *testing.T, path, account, key string, amount int64) reply 
 	return r
 }
 
+// retry is post as a client's retry: it says so (HeaderPreviousAttempts),
+// so the server looks the key up before the handler's body runs.
+func (a *api) retry(t *testing.T, path, account, key string, amount int64) reply {
+	t.Helper()
+	r, err := a.sendAttempt(t.Context(), path, account, key, amount, 1)
+	require.NoError(t, err)
+	return r
+}
+
 // send is post for goroutines other than the test's.
 func (a *api) send(ctx context.Context, path, account, key string, amount int64) (reply, error) {
+	return a.sendAttempt(ctx, path, account, key, amount, 0)
+}
+
+// sendAttempt is send after previous attempts of the request.
+func (a *api) sendAttempt(ctx context.Context, path, account, key string, amount int64, previous int) (reply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.srv.URL+path, strings.NewReader(fmt.Sprintf(`{"amount":%d}`, amount)))
 	if err != nil {
 		return reply{}, fmt.Errorf("new request: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+account)
 	req.Header.Set(idemhttp.HeaderKey, key)
+	if previous > 0 {
+		req.Header.Set(idemhttp.HeaderPreviousAttempts, strconv.Itoa(previous))
+	}
 	resp, err := a.srv.Client().Do(req)
 	if err != nil {
 		return reply{}, fmt.Errorf("POST %s: %w", path, err)
@@ -219,7 +236,7 @@ func TestReplayOverHTTP(t *testing.T) {
 	assert.Empty(t, first.replayed, "the first response is not a replay")
 	assert.Equal(t, "86400", first.retention, "the key is kept for the store's default retention, 24h")
 
-	again := a.post(t, "/charges", "acct_1", "ch-1", 500) // same key, bare form
+	again := a.retry(t, "/charges", "acct_1", "ch-1", 500) // same key, bare form, said to be a retry
 	require.Equal(t, http.StatusCreated, again.status, again.body)
 	assert.Equal(t, []string{"true"}, again.replayed)
 	assert.Equal(t, first.body, again.body, "the replay is the stored response")
@@ -332,7 +349,7 @@ func TestTwinOfAHolderOverHTTP(t *testing.T) {
 	res := <-done
 	require.NoError(t, res.err)
 	require.Equal(t, http.StatusCreated, res.r.status, res.r.body)
-	again := a.post(t, "/seats", "acct_1", "seat-1", 300)
+	again := a.retry(t, "/seats", "acct_1", "seat-1", 300)
 	require.Equal(t, http.StatusCreated, again.status, again.body)
 	assert.Equal(t, []string{"true"}, again.replayed)
 	assert.Equal(t, res.r.body, again.body)

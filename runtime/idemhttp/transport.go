@@ -39,7 +39,9 @@ const (
 //   - the answer is a 5xx, after Retry-After when the response has one,
 //     except this package's outcome-unknown problem (the key replays it),
 //
-// and never on another status: a 4xx other than 409 is the answer. Between
+// and never on another status: a 4xx other than 409 is the answer. Every
+// attempt after the first carries HeaderPreviousAttempts, so the server's
+// middleware looks the key up before running the handler's body again. Between
 // attempts it waits a capped, jittered exponential backoff (BaseDelay,
 // doubling, at most MaxDelay, each wait drawn from its upper half). It stops
 // after MaxAttempts attempts, when the request's context ends, or when the
@@ -105,6 +107,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if try, err = rewind(req); err != nil {
 				return nil, err
 			}
+			try.Header.Set(HeaderPreviousAttempts, strconv.Itoa(attempt-1))
 		}
 		resp, err := base.RoundTrip(try)
 		if ctx.Err() != nil || !retryable(resp, err) {

@@ -478,6 +478,12 @@ func (h *Handler[Req, Resp]) process(ctx context.Context, msg jetstream.Msg) Res
 	case !byWrapper && r.Source != FromRequest:
 		ctx = idem.ContextWithKey(ctx, r.Key)
 	}
+	if md.NumDelivered > 1 {
+		// A redelivery: the call looks its key up before its body runs
+		// (idem.ContextWithRetry). It changes what the call costs, never
+		// what it answers.
+		ctx = idem.ContextWithRetry(ctx)
+	}
 	ctx, outcome := idem.ContextWithOutcome(ctx)
 	if h.cfg.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -64,6 +64,7 @@ func TestAckLostReplays(t *testing.T) {
 			assert.Equal(t, c.source, second.Source)
 			assert.Equal(t, c.key, second.Key)
 			assert.Equal(t, 1, p.effects(t))
+			assert.EqualValues(t, 1, p.runs.Load(), "the redelivery looked its key up before its body")
 			b.settled(t)
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +67,7 @@ type payments struct {
 	store   *idem.Store
 	started chan struct{}
 	release chan struct{}
+	runs    atomic.Int64 // Charge's bodies run
 }
 
 func newPayments(t *testing.T) *payments {
@@ -92,6 +94,7 @@ func (p *payments) Charge(ctx context.Context, req chargeRequest) (receipt, erro
 // the context alone.
 func (p *payments) ChargeByDelivery(ctx context.Context, req chargeRequest) (receipt, error) {
 	return idem.Atomic(ctx, p.store, chargeMethod, fingerprint(chargeMethod.Name, req), func(ctx context.Context, tx pgx.Tx) (receipt, error) {
+		p.runs.Add(1)
 		if req.Amount < 0 {
 			return receipt{}, fmt.Errorf("charge %d: %w", req.Amount, errDeclined)
 		}

@@ -142,13 +142,14 @@ func TestSpansAndMetrics(t *testing.T) {
 	e := newEnv(t)
 	ctx, parent := e.tp.Tracer("test").Start(context.Background(), "POST /v1/charges")
 
-	// Atomic: a claim and a body, then a replay, then a mismatch.
+	// Atomic: a claim and a body, then a replay, then a mismatch (the
+	// retries marked, so they look the key up instead of running the body).
 	first, err := idem.Atomic(keyed(ctx, "k-1"), e.store, e.charge, fp("charge", "1"), e.payment)
 	require.NoError(t, err)
-	again, err := idem.Atomic(keyed(ctx, "k-1"), e.store, e.charge, fp("charge", "1"), e.payment)
+	again, err := idem.Atomic(idem.ContextWithRetry(keyed(ctx, "k-1")), e.store, e.charge, fp("charge", "1"), e.payment)
 	require.NoError(t, err)
 	require.Equal(t, first, again)
-	_, err = idem.Atomic(keyed(ctx, "k-1"), e.store, e.charge, fp("charge", "2"), e.payment)
+	_, err = idem.Atomic(idem.ContextWithRetry(keyed(ctx, "k-1")), e.store, e.charge, fp("charge", "2"), e.payment)
 	require.ErrorIs(t, err, idem.ErrMismatch)
 	// A failing body (not final): the body span says so.
 	failed := errors.New("boom")

@@ -39,3 +39,13 @@ func TestVerdict(t *testing.T) {
 		assert.ErrorIs(t, err, e)
 	}
 }
+
+// TestRetryMark: from the job's second attempt on, the call is marked a
+// possible retry (idem.ContextWithRetry), so it looks its key up first.
+func TestRetryMark(t *testing.T) {
+	var cfg Config[args]
+	for attempt, want := range map[int]bool{1: false, 2: true, 5: true} {
+		job := &river.Job[args]{JobRow: &rivertype.JobRow{ID: 1, Kind: "k", Attempt: attempt}}
+		assert.Equal(t, want, idem.RetryFrom(cfg.context(t.Context(), job)), "attempt %d", attempt)
+	}
+}

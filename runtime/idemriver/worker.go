@@ -66,7 +66,9 @@ func FinalErrors(errs ...error) func(error) bool {
 
 // context returns ctx carrying the job's scope and key: Key's (unless it
 // returns ""), or with Key nil the job's ID as the fallback a wrapper's
-// -key field replaces.
+// -key field replaces; marked a possible retry (idem.ContextWithRetry)
+// from the job's second attempt on, so the call looks its key up before
+// its body runs (it changes what the call costs, never what it answers).
 func (c Config[T]) context(ctx context.Context, job *river.Job[T]) context.Context {
 	scope := KindScope[T]
 	if c.Scope != nil {
@@ -77,6 +79,9 @@ func (c Config[T]) context(ctx context.Context, job *river.Job[T]) context.Conte
 		ctx = idem.ContextWithFallbackKey(ctx, JobIDKey(job))
 	case c.Key(job) != "":
 		ctx = idem.ContextWithKey(ctx, c.Key(job))
+	}
+	if job.Attempt > 1 {
+		ctx = idem.ContextWithRetry(ctx)
 	}
 	return idem.ContextWithScope(ctx, scope(job))
 }

@@ -24,8 +24,9 @@ import (
 // PostgreSQL holding the package's migrations: twins and a storm run the
 // body once, a reused key with another request is refused, keys are scoped
 // and expire, the sweep keeps live keys, a failing body leaves nothing, final
-// errors are stored and replayed, and MInTx keeps the caller's transaction
-// usable.
+// errors are stored and replayed, a retry replays whether or not it is
+// marked idem.ContextWithRetry (a marked one without running the body),
+// and MInTx keeps the caller's transaction usable.
 type AtomicTx[S, W, A, R, T any] struct {
 	Package Package
 	// Store builds the store (nil: idem.NewStore over db.Pool); a method
@@ -80,6 +81,7 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 	l.common(t)
 	t.Run("failing body leaves no claim", l.failingAtomic)
 	l.finalErrors(t)
+	l.unmarkedScenarios(t)
 	t.Run("in the caller's transaction", s.inTx(l, rt))
 	t.Run("failing body in the caller's transaction", s.failingInTx(l, rt))
 	if s.Other != nil {
@@ -284,7 +286,9 @@ type twinCase struct {
 }
 
 // twinDuringBody: a twin runs to its end (on another connection) while the
-// body runs, after the call's lookup found the key free (or expired); then
+// body runs, the key free (a first attempt, which does not look it up), or
+// expired (a retry, marked idem.ContextWithRetry: its lookup found the row
+// expired, and its record is the takeover); then
 // the body does the work (or fails, twinCase). The call's record loses to
 // the twin's row: its work rolls back, and it answers with the twin's
 // response, as a replay, never with its own answer or error.
@@ -298,6 +302,7 @@ func (s AtomicTx[S, W, A, R, T]) twinDuringBody(l ledgerSuite[S, W, A, R], rt ca
 			l.once(t, w, ctx, a, "the first request, before the key expires")
 			e.clock.Advance(retentionOf(l.method.Retention) + time.Microsecond)
 			effects++
+			ctx = idem.ContextWithRetry(ctx)
 		}
 		// On a *sql.Tx the call holds the key's lock before its body runs:
 		// the twin waits for it, and is told the key is in progress

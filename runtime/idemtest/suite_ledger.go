@@ -136,14 +136,15 @@ func (l ledgerSuite[S, W, A, R]) race(n int, key string) func(*testing.T) {
 	}
 }
 
-// mismatch: the same key with another request is refused with
-// idem.ErrMismatch, runs nothing, and leaves the refusal's record.
+// mismatch: the same key with another request, sent as a retry
+// (idem.ContextWithRetry), is refused with idem.ErrMismatch, runs nothing,
+// and leaves the refusal's record.
 func (l ledgerSuite[S, W, A, R]) mismatch(t *testing.T) {
 	e, _, w := l.setup(t)
 	ctx := l.ctx(t, "reused", "", false)
 	l.once(t, w, ctx, l.sample(t), "first request")
 	o := otherRequest(t, l.sample, l.other, l.fp)
-	if _, err := l.call(w, ctx, o); !errors.Is(err, idem.ErrMismatch) {
+	if _, err := l.call(w, idem.ContextWithRetry(ctx), o); !errors.Is(err, idem.ErrMismatch) {
 		t.Errorf("same key, different request: got error %v, want idem.ErrMismatch", err)
 	}
 	e.wantExecutions(t, 1)
@@ -163,8 +164,9 @@ func (l ledgerSuite[S, W, A, R]) twoCalls(t *testing.T, key1, scope1, key2, scop
 	e.wantEffects(t, 2)
 }
 
-// expired: a retry one microsecond before the retention ends replays; one
-// microsecond after, the key is new and the method runs again.
+// expired: a retry (idem.ContextWithRetry) one microsecond before the
+// retention ends replays; one microsecond after, the key is new and the
+// method runs again.
 func (l ledgerSuite[S, W, A, R]) expired(t *testing.T) {
 	e, _, w := l.setup(t)
 	a := l.sample(t)
@@ -172,10 +174,10 @@ func (l ledgerSuite[S, W, A, R]) expired(t *testing.T) {
 	keep := retentionOf(l.method.Retention)
 	l.once(t, w, ctx, a, "first request")
 	e.clock.Advance(keep - time.Microsecond)
-	l.once(t, w, ctx, a, "the same key just inside its retention")
+	l.once(t, w, idem.ContextWithRetry(ctx), a, "the same key just inside its retention")
 	e.wantExecutions(t, 1)
 	e.clock.Advance(2 * time.Microsecond)
-	l.once(t, w, ctx, a, "the same key after its retention")
+	l.once(t, w, idem.ContextWithRetry(ctx), a, "the same key after its retention")
 	e.wantExecutions(t, 2)
 	e.wantRows(t, 1)
 	e.wantEffects(t, 2)
@@ -193,7 +195,7 @@ func (l ledgerSuite[S, W, A, R]) sweep(t *testing.T) {
 	if n, err := e.store.Sweep(ctx, 0); err != nil || n != 0 {
 		t.Errorf("a sweep inside the key's retention deleted %d rows (err %v), want 0", n, err)
 	}
-	l.once(t, w, ctx, a, "retry after the sweep")
+	l.once(t, w, idem.ContextWithRetry(ctx), a, "retry after the sweep")
 	e.wantExecutions(t, 1)
 	e.clock.Advance(2 * time.Microsecond)
 	if n, err := e.store.Sweep(ctx, 0); err != nil || n != 1 {
@@ -219,8 +221,9 @@ func (l ledgerSuite[S, W, A, R]) failingAtomic(t *testing.T) {
 	e.wantEffects(t, 1)
 }
 
-// finalErrors: each declared final error is stored: a retry replays it
-// (errors.Is holds) and does not run the method.
+// finalErrors: each declared final error is stored: a retry
+// (idem.ContextWithRetry) replays it (errors.Is holds) and does not run the
+// method.
 func (l ledgerSuite[S, W, A, R]) finalErrors(t *testing.T) {
 	for _, f := range l.method.FinalErrors {
 		t.Run("final error "+f.Name, func(t *testing.T) {
@@ -230,7 +233,7 @@ func (l ledgerSuite[S, W, A, R]) finalErrors(t *testing.T) {
 			if _, err := l.direct(ctx, e, svc, a, false, f.Err); !errors.Is(err, f.Err) {
 				t.Fatalf("first attempt: got error %v, want %s", err, f.Name)
 			}
-			if _, err := l.call(w, ctx, a); !errors.Is(err, f.Err) {
+			if _, err := l.call(w, idem.ContextWithRetry(ctx), a); !errors.Is(err, f.Err) {
 				t.Errorf("retry after the final error: got error %v, want %s replayed", err, f.Name)
 			}
 			e.wantExecutions(t, 1)
