@@ -7,7 +7,7 @@ import "testing"
 // during a load, and heals the partition only after every call in flight has
 // returned: a call that waits on the network past its deadline hangs the test.
 func TestBlackholePartition(t *testing.T) {
-	n := size(30, 300)
+	n := size(30, 700)
 	e := newEnv(t, "blackhole partition", envConfig{})
 	ins := withInline(intents("blackhole", n, n), "blackhole", n)
 	wait := e.storm(ins, 4)

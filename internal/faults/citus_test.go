@@ -81,7 +81,7 @@ func newCitusEnv(t *testing.T, name string, cfg envConfig) *env {
 func TestCitusTwins(t *testing.T) {
 	t.Run("256", func(t *testing.T) {
 		e := newCitusEnv(t, "256-way twins", envConfig{poolSize: 64})
-		ins := intents("twins", size(2, 8), size(1, 4))
+		ins := intents("twins", size(2, 27), size(1, 13))
 		e.storm(ins, 256)()
 		e.check(ins)
 	})
@@ -104,7 +104,7 @@ func TestCitusRestart(t *testing.T) {
 	onBothPaths(t, func(t *testing.T, p txPath) {
 		for _, node := range []string{"worker", "coordinator"} {
 			t.Run(node, func(t *testing.T) {
-				n := size(30, 300)
+				n := size(30, 700)
 				e := newCitusEnv(t, "Citus "+node+" stopped (immediate) and restarted"+p.label(), envConfig{path: p})
 				c := citusServer(t).Cluster()
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -176,7 +176,7 @@ WHERE shardid = get_shard_id_for_distribution_column($1::regclass, $2::text)`, i
 		_, err := ctl.Exec(ctx, q)
 		require.NoError(t, err, q)
 	}
-	ins := intents("commit", size(40, 400), size(10, 100))
+	ins := intents("commit", size(40, 1700), size(10, 400))
 	wait := e.storm(ins, 4)
 	lost, tries := 0, 0
 	for lost < rounds && tries < 8*rounds {

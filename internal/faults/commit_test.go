@@ -85,7 +85,7 @@ func TestCommitAcknowledgementLost(t *testing.T) {
 		ctl, err := e.db.Pool.Acquire(context.Background()) // straight to the server: holds holdLock
 		require.NoError(t, err)
 		defer ctl.Release()
-		ins := withInline(intents("commit", size(40, 400), size(10, 100)), "commit", size(10, 100))
+		ins := withInline(intents("commit", size(40, 1500), size(10, 300)), "commit", size(10, 300))
 		wait := e.storm(ins, 4)
 		lost, tries := 0, 0
 		for lost < rounds && tries < 4*rounds {

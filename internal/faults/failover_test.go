@@ -85,7 +85,7 @@ type failoverWorld struct {
 func TestFailover(t *testing.T) {
 	n := 10
 	if *long {
-		n = 150
+		n = 1200
 	}
 	table := map[string]map[kind]failoverCounts{}
 	clusters := startLinkedClusters(t, len(replications))

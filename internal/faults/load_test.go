@@ -921,5 +921,19 @@ func checkHistory(t *testing.T, name string, rec *linear.Recorder, ins []intent,
 	rec.Observe(effects)
 	res, err := linear.Check(name, rec.History(), *pictures, checkTimeout)
 	require.NoError(t, err)
+	assertLongOperations(t, name, res)
 	return res
+}
+
+// longOperations is how many operations (calls recorded and one final read
+// per key) every scenario's history has at least in the long mode.
+const longOperations = 10000
+
+// assertLongOperations asserts, in the long mode, that the history checked
+// as res had at least longOperations operations.
+func assertLongOperations(t *testing.T, name string, res linear.Result) {
+	t.Helper()
+	if *long {
+		assert.GreaterOrEqual(t, res.Operations, longOperations, "%s: operations checked in the long mode", name)
+	}
 }

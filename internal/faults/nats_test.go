@@ -248,7 +248,7 @@ type natsCounts struct {
 }
 
 func TestNATSConsumer(t *testing.T) {
-	n := size(100, 500)
+	n := size(100, 2000)
 	db := idemtest.New(t)
 	b := newBank()
 
@@ -490,6 +490,7 @@ func checkNATSHistory(t *testing.T, lines []natsLine, runs []time.Time, transfer
 	name := "NATS consumer killed, NATS restarted"
 	res, err := linear.Check(name, rec.History(), *pictures, checkTimeout)
 	require.NoError(t, err)
+	assertLongOperations(t, name, res)
 	t.Logf("%s: %s (%d calls)", name, res, rec.Calls())
 	record(figures{name: name, linear: res})
 	assert.NoError(t, res.Err(), "%s", name)

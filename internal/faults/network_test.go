@@ -33,7 +33,7 @@ func (e *env) waitClaims(n int64) {
 // returned, and starts it again; on the pgx and the database/sql path.
 func TestPostgresRestart(t *testing.T) {
 	onBothPaths(t, func(t *testing.T, p txPath) {
-		n := size(30, 300)
+		n := size(30, 700)
 		e := newEnv(t, "PostgreSQL stopped (immediate) and restarted"+p.label(), envConfig{path: p})
 		ins := withInline(intents("restart", n, n), "restart", n)
 		begin := time.Now()
@@ -53,7 +53,7 @@ func TestPostgresRestart(t *testing.T) {
 // TestConnectionReset resets every connection (toxiproxy reset_peer) three
 // times during a load, each time until every call in flight has returned.
 func TestConnectionReset(t *testing.T) {
-	n := size(20, 300)
+	n := size(20, 700)
 	e := newEnv(t, "connection reset (reset_peer)", envConfig{})
 	ins := withInline(intents("reset", n, n), "reset", n)
 	begin := time.Now()

@@ -40,7 +40,7 @@ func bouncer() (*pgserver.Bouncer, error) {
 func TestPgBouncerTransactionMode(t *testing.T) {
 	b, err := bouncer()
 	require.NoError(t, err)
-	n := size(20, 200)
+	n := size(20, 700)
 	for _, m := range []struct {
 		name string
 		mode pgx.QueryExecMode

@@ -161,6 +161,7 @@ func checkRiverHistory(t *testing.T, lines []riverLine, charges map[string][]str
 	name := "River worker killed (SIGKILL), restarted"
 	res, err := linear.Check(name, rec.History(), *pictures, checkTimeout)
 	require.NoError(t, err)
+	assertLongOperations(t, name, res)
 	t.Logf("%s: %s (%d calls)", name, res, rec.Calls())
 	record(figures{name: name, linear: res})
 	assert.NoError(t, res.Err(), "%s", name)

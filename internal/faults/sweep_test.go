@@ -32,7 +32,7 @@ func TestSweepRacesLiveClaims(t *testing.T) {
 	// hours behind, with a one-hour retention.
 	past := e.storeWith(idem.WithClock(func() time.Time { return time.Now().Add(-2 * time.Hour) }))
 	pastSvc := newService(past, e.bank)
-	old := intents("sweep-old", size(20, 200), size(20, 200))
+	old := intents("sweep-old", size(20, 500), size(20, 500))
 	for _, in := range old {
 		out := e.callWith(pastSvc, in, false)
 		require.NoError(t, out.err, "%s", in.key)
@@ -40,7 +40,7 @@ func TestSweepRacesLiveClaims(t *testing.T) {
 	// Abandoned attempts: the caller's context ends while the body is at
 	// the bank, before any money moved, so the key stays in progress with
 	// its lock (which ran out long ago on the store's clock).
-	abandoned := intents("sweep-abandoned", 0, size(10, 100))
+	abandoned := intents("sweep-abandoned", 0, size(10, 250))
 	for _, in := range abandoned {
 		cctx, cancel := context.WithCancel(idem.ContextWithScope(idem.ContextWithKey(ctx, in.key), scope))
 		e.bank.before = func(context.Context, string) error { cancel(); return context.Canceled }
@@ -55,7 +55,7 @@ func TestSweepRacesLiveClaims(t *testing.T) {
 
 	// The load: new keys, every other old key reused for a new request, and
 	// the abandoned keys retried with their request.
-	live := intents("sweep-new", size(20, 200), size(20, 200))
+	live := intents("sweep-new", size(20, 500), size(20, 500))
 	reused := map[string]bool{}
 	for i, in := range old {
 		if i%2 == 0 {

@@ -10,7 +10,7 @@ import (
 func TestTwins256(t *testing.T) {
 	onBothPaths(t, func(t *testing.T, p txPath) {
 		e := newEnv(t, "256-way twins"+p.label(), envConfig{poolSize: 64, path: p})
-		ins := withInline(intents("twins", size(1, 4), size(1, 4)), "twins", size(1, 4))
+		ins := withInline(intents("twins", size(1, 14), size(1, 14)), "twins", size(1, 14))
 		e.storm(ins, 256)()
 		e.check(ins)
 	})

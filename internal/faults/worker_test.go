@@ -142,7 +142,7 @@ func (h httpBank) Transfer(ctx context.Context, key, memo string, amount int64) 
 // middle of its calls, with a transfer made at the bank whose answer it never
 // got, then runs it again with the same keys.
 func TestCallerKilled(t *testing.T) {
-	n := size(20, 200)
+	n := size(20, 1250)
 	e := newEnv(t, "caller killed (SIGKILL) and rerun", envConfig{})
 	ins := intents("killed", n, n)
 	byKey := map[string]intent{}
