@@ -390,7 +390,7 @@ func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
 		_, err := send(ctx, c, "acct_1", "seat-1", 300)
-		require.NotEqual(t, connect.CodeDeadlineExceeded, connect.CodeOf(err), "the twin was not answered while the first call held the seat's row")
+		require.NotEqual(t, connect.CodeDeadlineExceeded, connect.CodeOf(err), "the twin was not answered while the first call held the seat's row: %v", err)
 		require.Equal(t, connect.CodeAborted, connect.CodeOf(err), "twin: %v", err)
 		d, ok := idemconnect.RetryDelay(err)
 		assert.True(t, ok, "the in-progress answer carries RetryInfo")

@@ -157,7 +157,7 @@ func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
 		defer cancel()
 		_, _, err := call(ctx, cc, "Seat", "acct_1", "seat-1", newReq("", 300))
 		st := status.Convert(err)
-		require.NotEqual(t, codes.DeadlineExceeded, st.Code(), "the twin was not answered while the first call held the seat's row")
+		require.NotEqual(t, codes.DeadlineExceeded, st.Code(), "the twin was not answered while the first call held the seat's row: %v", err)
 		require.Equal(t, codes.Aborted, st.Code(), "twin: %v", err)
 		d, ok := idemgrpc.RetryDelay(st)
 		assert.True(t, ok, "the in-progress answer carries RetryInfo")
