@@ -29,11 +29,13 @@ func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // The tests serve three procedures on loopback, with well-known types as
 // messages (the amount in, the payment id out): Charge is atomic, Payout
-// external and blocks until released, Get has no side effects.
+// external and blocks until released, Seat atomic and holds the seat's row
+// until released, Get has no side effects.
 
 var (
 	chargeMethod = &idem.Method[int64]{Name: "Test.Charge"}
 	payoutMethod = &idem.Method[int64]{Name: "Test.Payout", LockTimeout: 4 * time.Second}
+	seatMethod   = &idem.Method[int64]{Name: "Test.Seat"}
 )
 
 type (
@@ -58,6 +60,14 @@ type svc struct {
 	sawKey   chan string
 	url      string
 	onSQL    bool // the store is on database/sql: Charge runs through idem.Atomic
+
+	// seats is Seat's store, whose claim wait is 300 ms; seated counts the
+	// Seat bodies past their first statement (the seat's row), and
+	// seatHeld and seatRelease hold the first of them there.
+	seats       *idem.Store
+	seated      atomic.Int64
+	seatHeld    chan struct{}
+	seatRelease chan struct{}
 }
 
 func fingerprint(amount int64) []byte {
@@ -143,6 +153,59 @@ func (s *svc) payout(ctx context.Context, req *connect.Request[in]) (*connect.Re
 	return connect.NewResponse(wrapperspb.Int64(id)), nil
 }
 
+// seat takes the seat: it adds one to the seat's row and records a
+// payment, through idem.Atomic on a pgx.Tx or, on database/sql, a *sql.Tx.
+// The first body to update the row holds it until seatRelease is closed.
+func (s *svc) seat(ctx context.Context, req *connect.Request[in]) (*connect.Response[out], error) {
+	const take, insert = `UPDATE seats SET taken = taken + 1 WHERE id = 1`, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`
+	amount := req.Msg.GetValue()
+	fp := fingerprint(amount)
+	var id int64
+	var err error
+	if s.onSQL {
+		id, err = idem.Atomic(ctx, s.seats, seatMethod, fp, func(ctx context.Context, tx *sql.Tx) (int64, error) {
+			if _, err := tx.ExecContext(ctx, take); err != nil {
+				return 0, err
+			}
+			if err := s.holdSeat(ctx); err != nil {
+				return 0, err
+			}
+			var id int64
+			return id, tx.QueryRowContext(ctx, insert, amount).Scan(&id)
+		})
+	} else {
+		id, err = idem.Atomic(ctx, s.seats, seatMethod, fp, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+			if _, err := tx.Exec(ctx, take); err != nil {
+				return 0, err
+			}
+			if err := s.holdSeat(ctx); err != nil {
+				return 0, err
+			}
+			var id int64
+			return id, tx.QueryRow(ctx, insert, amount).Scan(&id)
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(wrapperspb.Int64(id)), nil
+}
+
+// holdSeat counts a Seat body past the seat's row and, for the first,
+// waits until seatRelease is closed.
+func (s *svc) holdSeat(ctx context.Context) error {
+	if s.seated.Add(1) > 1 {
+		return nil
+	}
+	close(s.seatHeld)
+	select {
+	case <-s.seatRelease:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (s *svc) get(ctx context.Context, _ *connect.Request[in]) (*connect.Response[out], error) {
 	key, _ := idem.KeyFrom(ctx)
 	s.sawKey <- key
@@ -170,29 +233,41 @@ func startOn(t *testing.T, onSQL bool) *svc {
 func serve(t *testing.T, onSQL bool, cfg idemconnect.HandlerConfig) *svc {
 	t.Helper()
 	s := &svc{
-		db:      idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`)),
-		started: make(chan struct{}, 1),
-		release: make(chan struct{}),
-		sawKey:  make(chan string, 16),
-		onSQL:   onSQL,
+		db: idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`,
+			`CREATE TABLE seats (id int PRIMARY KEY, taken bigint NOT NULL)`, `INSERT INTO seats VALUES (1, 0)`)),
+		started:     make(chan struct{}, 1),
+		release:     make(chan struct{}),
+		sawKey:      make(chan string, 16),
+		onSQL:       onSQL,
+		seatHeld:    make(chan struct{}),
+		seatRelease: make(chan struct{}),
 	}
-	var err error
-	if onSQL {
-		s.store, err = idem.NewSQLStore(s.db.SQL)
-	} else {
-		s.store, err = idem.NewStore(s.db.Pool)
-	}
-	require.NoError(t, err)
+	s.store, s.seats = newStore(t, s.db, onSQL), newStore(t, s.db, onSQL, idem.WithClaimWait(300*time.Millisecond))
 	ic := connect.WithInterceptors(idemconnect.NewHandlerInterceptor(cfg))
 	mux := http.NewServeMux()
 	mux.Handle("/test.Payments/Charge", connect.NewUnaryHandler("/test.Payments/Charge", s.charge, ic))
 	mux.Handle("/test.Payments/ChargeByID", connect.NewUnaryHandler("/test.Payments/ChargeByID", s.chargeByID, ic))
 	mux.Handle("/test.Payments/Payout", connect.NewUnaryHandler("/test.Payments/Payout", s.payout, ic))
+	mux.Handle("/test.Payments/Seat", connect.NewUnaryHandler("/test.Payments/Seat", s.seat, ic))
 	mux.Handle("/test.Payments/Get", connect.NewUnaryHandler("/test.Payments/Get", s.get, ic,
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects)))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	s.url = srv.URL
+	return s
+}
+
+// newStore is a store on db's pgx pool or, onSQL, on its *sql.DB.
+func newStore(t *testing.T, db *idemtest.DB, onSQL bool, opts ...idem.Option) *idem.Store {
+	t.Helper()
+	var s *idem.Store
+	var err error
+	if onSQL {
+		s, err = idem.NewSQLStore(db.SQL, opts...)
+	} else {
+		s, err = idem.NewStore(db.Pool, opts...)
+	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -212,6 +287,14 @@ func (s *svc) count(t *testing.T) int {
 	t.Helper()
 	var n int
 	require.NoError(t, s.db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM payments`).Scan(&n))
+	return n
+}
+
+// taken is how many times the seat was taken.
+func (s *svc) taken(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.db.Pool.QueryRow(t.Context(), `SELECT taken FROM seats WHERE id = 1`).Scan(&n))
 	return n
 }
 
@@ -278,6 +361,56 @@ func TestTwinGetsAbortedWithRetryInfo(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "true", resp.Header().Get(idemconnect.HeaderReplayed))
 		assert.Equal(t, int64(1), s.executed.Load())
+	})
+}
+
+// TestTwinOfAHolderGetsAbortedWithRetryInfo: the first call's atomic body
+// holds the seat's row (and the key) and does not end; its twin, whose
+// body needs the same row, is answered CodeAborted with RetryInfo once
+// Seat's claim wait (300 ms) ends, its body having taken no seat, and a
+// retry after the first commits replays the first's answer. A twin whose
+// body ran would wait on the seat's row, which the first releases only
+// after the twin is answered: it would end at its own deadline instead.
+func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
+	onBothStores(t, func(t *testing.T, s *svc) {
+		release := sync.OnceFunc(func() { close(s.seatRelease) })
+		t.Cleanup(release) // a failure does not leave the first call holding the row
+		c := s.client("Seat")
+		type result struct {
+			resp *connect.Response[out]
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			resp, err := send(t.Context(), c, "acct_1", "seat-1", 300)
+			done <- result{resp, err}
+		}()
+		<-s.seatHeld
+
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		_, err := send(ctx, c, "acct_1", "seat-1", 300)
+		require.NotEqual(t, connect.CodeDeadlineExceeded, connect.CodeOf(err), "the twin was not answered while the first call held the seat's row: %v", err)
+		require.Equal(t, connect.CodeAborted, connect.CodeOf(err), "twin: %v", err)
+		d, ok := idemconnect.RetryDelay(err)
+		assert.True(t, ok, "the in-progress answer carries RetryInfo")
+		assert.GreaterOrEqual(t, d, time.Second)
+		assert.EqualValues(t, 1, s.seated.Load(), "the twin's body took no seat")
+
+		release()
+		first := <-done
+		require.NoError(t, first.err)
+		retry := connect.NewRequest(wrapperspb.Int64(300))
+		retry.Header().Set("Authorization", "Bearer acct_1")
+		retry.Header().Set(idemconnect.HeaderKey, "seat-1")
+		retry.Header().Set(idemconnect.HeaderPreviousAttempts, "1")
+		again, err := c.CallUnary(t.Context(), retry)
+		require.NoError(t, err)
+		assert.Equal(t, "true", again.Header().Get(idemconnect.HeaderReplayed))
+		assert.Equal(t, first.resp.Msg.GetValue(), again.Msg.GetValue())
+		assert.EqualValues(t, 1, s.seated.Load())
+		assert.Equal(t, 1, s.count(t), "one payment")
+		assert.Equal(t, 1, s.taken(t), "one seat taken")
 	})
 }
 

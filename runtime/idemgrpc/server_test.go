@@ -1,9 +1,11 @@
 package idemgrpc_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemgrpc"
@@ -125,6 +128,53 @@ func TestTwinGetsAbortedWithRetryInfo(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
 		assert.Equal(t, int64(1), s.executed.Load())
+	})
+}
+
+// TestTwinOfAHolderGetsAbortedWithRetryInfo: the first call's atomic body
+// holds the seat's row (and the key) and does not end; its twin, whose
+// body needs the same row, is answered ABORTED with RetryInfo once Seat's
+// claim wait (300 ms) ends, its body having taken no seat, and a retry
+// after the first commits replays the first's answer. A twin whose body
+// ran would wait on the seat's row, which the first releases only after
+// the twin is answered: it would end at its own deadline instead.
+func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
+	onBothStores(t, func(t *testing.T, s *svc, cc *grpc.ClientConn) {
+		release := sync.OnceFunc(func() { close(s.seatRelease) })
+		t.Cleanup(release) // a failure does not leave the first call holding the row
+		type result struct {
+			out *dynamicpb.Message
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, _, err := call(t.Context(), cc, "Seat", "acct_1", "seat-1", newReq("", 300))
+			done <- result{out, err}
+		}()
+		<-s.seatHeld
+
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		_, _, err := call(ctx, cc, "Seat", "acct_1", "seat-1", newReq("", 300))
+		st := status.Convert(err)
+		require.NotEqual(t, codes.DeadlineExceeded, st.Code(), "the twin was not answered while the first call held the seat's row: %v", err)
+		require.Equal(t, codes.Aborted, st.Code(), "twin: %v", err)
+		d, ok := idemgrpc.RetryDelay(st)
+		assert.True(t, ok, "the in-progress answer carries RetryInfo")
+		assert.GreaterOrEqual(t, d, time.Second)
+		assert.EqualValues(t, 1, s.seated.Load(), "the twin's body took no seat")
+
+		release()
+		first := <-done
+		require.NoError(t, first.err)
+		retry := metadata.AppendToOutgoingContext(t.Context(), idemgrpc.PreviousAttemptsMetadataKey, "1")
+		again, h, err := call(retry, cc, "Seat", "acct_1", "seat-1", newReq("", 300))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
+		assert.Equal(t, paymentID(first.out), paymentID(again))
+		assert.EqualValues(t, 1, s.seated.Load())
+		assert.Equal(t, 1, s.count(t), "one payment")
+		assert.Equal(t, 1, s.taken(t), "one seat taken")
 	})
 }
 

@@ -32,7 +32,8 @@ func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // The tests run a small payments service, described by a proto file built
 // here (no generated code): Charge is atomic, Payout external and blocks
-// until released, Get is declared NO_SIDE_EFFECTS.
+// until released, Seat atomic and holds the seat's row until released, Get
+// is declared NO_SIDE_EFFECTS.
 
 const service = "idemgrpc.test.Payments"
 
@@ -40,6 +41,7 @@ var (
 	reqDesc, receiptDesc protoreflect.MessageDescriptor
 	chargeMethod         = &idem.Method[int64]{Name: "Test.Charge"}
 	payoutMethod         = &idem.Method[int64]{Name: "Test.Payout", LockTimeout: 4 * time.Second}
+	seatMethod           = &idem.Method[int64]{Name: "Test.Seat"}
 )
 
 func init() {
@@ -63,6 +65,7 @@ func init() {
 		Service: []*descriptorpb.ServiceDescriptorProto{{Name: proto.String("Payments"), Method: []*descriptorpb.MethodDescriptorProto{
 			method("Charge", descriptorpb.MethodOptions_IDEMPOTENCY_UNKNOWN),
 			method("Payout", descriptorpb.MethodOptions_IDEMPOTENT),
+			method("Seat", descriptorpb.MethodOptions_IDEMPOTENCY_UNKNOWN),
 			method("Get", descriptorpb.MethodOptions_NO_SIDE_EFFECTS),
 		}}},
 	}
@@ -101,6 +104,14 @@ type svc struct {
 	fail     func(ctx context.Context, attempt int64) error // if set, Charge fails with its error before the ledger
 	onSQL    bool                                           // the store is on database/sql: Charge runs through idem.Atomic
 	addr     string                                         // the server's address
+
+	// seats is Seat's store, whose claim wait is 300 ms; seated counts the
+	// Seat bodies past their first statement (the seat's row), and
+	// seatHeld and seatRelease hold the first of them there.
+	seats       *idem.Store
+	seated      atomic.Int64
+	seatHeld    chan struct{}
+	seatRelease chan struct{}
 }
 
 func fingerprint(amount int64) []byte {
@@ -154,6 +165,56 @@ func (s *svc) payout(ctx context.Context, req *dynamicpb.Message) (*dynamicpb.Me
 		}
 	})
 	return receipt(id), err
+}
+
+// seat takes the seat: it adds one to the seat's row and records a
+// payment, through idem.Atomic on a pgx.Tx or, on database/sql, a *sql.Tx.
+// The first body to update the row holds it until seatRelease is closed.
+func (s *svc) seat(ctx context.Context, req *dynamicpb.Message) (*dynamicpb.Message, error) {
+	const take, insert = `UPDATE seats SET taken = taken + 1 WHERE id = 1`, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`
+	amount := amountOf(req)
+	fp := fingerprint(amount)
+	var id int64
+	var err error
+	if s.onSQL {
+		id, err = idem.Atomic(ctx, s.seats, seatMethod, fp, func(ctx context.Context, tx *sql.Tx) (int64, error) {
+			if _, err := tx.ExecContext(ctx, take); err != nil {
+				return 0, err
+			}
+			if err := s.holdSeat(ctx); err != nil {
+				return 0, err
+			}
+			var id int64
+			return id, tx.QueryRowContext(ctx, insert, amount).Scan(&id)
+		})
+	} else {
+		id, err = idem.Atomic(ctx, s.seats, seatMethod, fp, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+			if _, err := tx.Exec(ctx, take); err != nil {
+				return 0, err
+			}
+			if err := s.holdSeat(ctx); err != nil {
+				return 0, err
+			}
+			var id int64
+			return id, tx.QueryRow(ctx, insert, amount).Scan(&id)
+		})
+	}
+	return receipt(id), err
+}
+
+// holdSeat counts a Seat body past the seat's row and, for the first,
+// waits until seatRelease is closed.
+func (s *svc) holdSeat(ctx context.Context) error {
+	if s.seated.Add(1) > 1 {
+		return nil
+	}
+	close(s.seatHeld)
+	select {
+	case <-s.seatRelease:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (s *svc) get(ctx context.Context, _ *dynamicpb.Message) (*dynamicpb.Message, error) {
@@ -211,22 +272,19 @@ func startOn(t *testing.T, onSQL bool, opts ...grpc.DialOption) (*svc, *grpc.Cli
 func serve(t *testing.T, onSQL bool, cfg idemgrpc.ServerConfig, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
 	t.Helper()
 	s := &svc{
-		db:      idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`)),
-		sawKey:  make(chan string, 16),
-		started: make(chan struct{}, 1),
-		release: make(chan struct{}),
-		onSQL:   onSQL,
+		db: idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`,
+			`CREATE TABLE seats (id int PRIMARY KEY, taken bigint NOT NULL)`, `INSERT INTO seats VALUES (1, 0)`)),
+		sawKey:      make(chan string, 16),
+		started:     make(chan struct{}, 1),
+		release:     make(chan struct{}),
+		seatHeld:    make(chan struct{}),
+		seatRelease: make(chan struct{}),
+		onSQL:       onSQL,
 	}
-	var err error
-	if onSQL {
-		s.store, err = idem.NewSQLStore(s.db.SQL)
-	} else {
-		s.store, err = idem.NewStore(s.db.Pool)
-	}
-	require.NoError(t, err)
+	s.store, s.seats = newStore(t, s.db, onSQL), newStore(t, s.db, onSQL, idem.WithClaimWait(300*time.Millisecond))
 	srv := grpc.NewServer(grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(cfg)))
 	srv.RegisterService(&grpc.ServiceDesc{ServiceName: service, HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{
-		unary("Charge", s.charge), unary("Payout", s.payout), unary("Get", s.get),
+		unary("Charge", s.charge), unary("Payout", s.payout), unary("Seat", s.seat), unary("Get", s.get),
 	}}, struct{}{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -237,6 +295,20 @@ func serve(t *testing.T, onSQL bool, cfg idemgrpc.ServerConfig, opts ...grpc.Dia
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cc.Close() })
 	return s, cc
+}
+
+// newStore is a store on db's pgx pool or, onSQL, on its *sql.DB.
+func newStore(t *testing.T, db *idemtest.DB, onSQL bool, opts ...idem.Option) *idem.Store {
+	t.Helper()
+	var s *idem.Store
+	var err error
+	if onSQL {
+		s, err = idem.NewSQLStore(db.SQL, opts...)
+	} else {
+		s, err = idem.NewStore(db.Pool, opts...)
+	}
+	require.NoError(t, err)
+	return s
 }
 
 // onBothStores runs test on a service whose store is on the pgx pool, then
@@ -258,6 +330,14 @@ func (s *svc) count(t *testing.T) int {
 	t.Helper()
 	var n int
 	require.NoError(t, s.db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM payments`).Scan(&n))
+	return n
+}
+
+// taken is how many times the seat was taken.
+func (s *svc) taken(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.db.Pool.QueryRow(t.Context(), `SELECT taken FROM seats WHERE id = 1`).Scan(&n))
 	return n
 }
 
