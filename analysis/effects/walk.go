@@ -285,9 +285,16 @@ func (w *walk) describe(n node, v ssa.Value) string {
 // first), and the descriptions of g's inputs.
 func (w *walk) callee(n node, g *ssa.Function, args []ssa.Value, closure *ssa.MakeClosure) (node, []string) {
 	c := node{fn: g}
-	names := make([]string, len(g.Params)+len(g.FreeVars))
+	// g's parameters are counted from its signature: g.Params is empty
+	// until its package is built, which the walk does only when it
+	// scans g (a helper in a package not reached yet).
+	params := g.Signature.Params().Len()
+	if g.Signature.Recv() != nil {
+		params++
+	}
+	names := make([]string, params+len(g.FreeVars))
 	for i, a := range args {
-		if i >= len(g.Params) || i >= 64 {
+		if i >= params || i >= 64 {
 			break
 		}
 		if w.derived(n, a) {
@@ -299,7 +306,7 @@ func (w *walk) callee(n node, g *ssa.Function, args []ssa.Value, closure *ssa.Ma
 	}
 	if closure != nil {
 		for j, b := range closure.Bindings {
-			i := len(g.Params) + j
+			i := params + j
 			if i >= 64 || i >= len(names) {
 				break
 			}

@@ -2,7 +2,6 @@ package effectscorpus_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,8 +13,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idemgen/idemgen/gen"
 )
 
 // casesDir holds one package per case.
@@ -68,27 +65,22 @@ func TestCorpus(t *testing.T) {
 	want := expectations(t)
 	require.GreaterOrEqual(t, len(want), 40)
 
-	// The generator, in memory, on every case at once.
-	var generator map[string][]string
-	{
-		_, err := gen.Generate(context.Background(), gen.Config{Dir: ".", Patterns: []string{"./" + casesDir + "/..."}, Force: true})
-		var list gen.ErrorList
-		if err != nil {
-			require.True(t, errors.As(err, &list), "the generator failed: %v", err)
-		}
-		var b strings.Builder
-		for _, e := range list {
-			fmt.Fprintf(&b, "%s: %s\n", filepath.ToSlash(e.Pos.Filename), e.Msg)
-		}
-		generator = refusedBy(b.String())
-		for _, e := range list {
-			require.True(t, strings.Contains(e.Msg, "is atomic, but"), "not an effect refusal: %s", e)
-		}
-	}
-
-	// idemvet, built from this checkout.
-	bin := filepath.Join(t.TempDir(), "idemvet")
+	// The generator and idemvet, built from this checkout and run as
+	// commands (the test binary's -race would slow the generator's walk
+	// tenfold, and users run them as commands).
+	dir := t.TempDir()
+	idemgen, bin := filepath.Join(dir, "idemgen"), filepath.Join(dir, "idemvet")
+	run(t, 0, "go", "build", "-o", idemgen, "github.com/idemgen/idemgen/cmd/idemgen")
 	run(t, 0, "go", "build", "-o", bin, "github.com/idemgen/idemgen/cmd/idemvet")
+
+	// go generate's verdict: idemgen -check regenerates every case in
+	// memory; its other lines say the cases' outputs are not committed.
+	out := run(t, 1, idemgen, "-check", "./"+casesDir+"/...")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		require.True(t, strings.Contains(line, "is atomic, but") || strings.Contains(line, ": missing: run go generate") || strings.HasPrefix(line, "idemgen: "),
+			"not an effect refusal: %s", line)
+	}
+	generator := refusedBy(out)
 	standalone := refusedBy(run(t, 3, bin, "-idemeffects", "./"+casesDir+"/..."))
 	vet := refusedBy(run(t, 1, "go", "vet", "-vettool="+bin, "-idemeffects", "./"+casesDir+"/..."))
 

@@ -19,6 +19,7 @@ import (
 	_ "github.com/georgysavva/scany/v2/sqlscan"
 	_ "github.com/go-resty/resty/v2"
 	_ "github.com/google/uuid"
+	_ "github.com/idemgen/idemgen/gen" // the corpus test builds cmd/idemgen and cmd/idemvet
 	_ "github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/pgxpool"

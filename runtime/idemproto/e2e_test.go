@@ -49,7 +49,7 @@ replace (
 		t.Helper()
 		cmd := exec.Command("go", args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off")
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
 		return string(out)
