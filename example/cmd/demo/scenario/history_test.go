@@ -158,8 +158,9 @@ func readEffects(t *testing.T, db *idemtest.DB) map[string][]string {
 // fails, naming porcupine's picture of the failing keys, if it is not
 // linearizable. It proves the check can fail on this history: the same
 // calls, with one more answered as a replay of another key's value
-// (linear.Recorder.ForgeReplay), must be reported not linearizable.
-func checkHistory(t *testing.T, db *idemtest.DB, name string, rec *linear.Recorder) {
+// (linear.Recorder.ForgeReplay), must be reported not linearizable. It
+// returns the check of rec's history.
+func checkHistory(t *testing.T, db *idemtest.DB, name string, rec *linear.Recorder) linear.Result {
 	t.Helper()
 	found := readEffects(t, db)
 	forged, err := rec.ForgeReplay()
@@ -177,4 +178,5 @@ func checkHistory(t *testing.T, db *idemtest.DB, name string, rec *linear.Record
 	t.Logf("%s with a forged replay: %s: %v", name, bad, bad.Err())
 	assert.Regexp(t, `^not linearizable: 1 of \d+ keys`, bad.Err().Error(), "only the forged call's key")
 	assert.FileExists(t, bad.Picture)
+	return res
 }

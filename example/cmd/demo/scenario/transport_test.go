@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,11 +80,87 @@ func (n *flakyNetwork) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = conn.Close()
 }
 
+// lossyLong runs TestTransportOverALossyNetwork with 3,600 charges and 400
+// payouts, 8 intentions at a time, for a history of more than 10,000
+// operations.
+var lossyLong = flag.Bool("lossy.long", false, "run the lossy-network test with 3,600 charges and 400 payouts, 8 at a time, instead of 20 and 5 one at a time")
+
+// lossyCounts are the charges and payouts of the lossy-network test, and
+// how many intentions it sends at once.
+func lossyCounts() (charges, payouts, parallel int) {
+	if *lossyLong {
+		return 3600, 400, 8
+	}
+	return 20, 5, 1
+}
+
+// eachOf calls fn(0) to fn(n-1) from parallel goroutines, in order when
+// parallel is 1, and waits for them.
+func eachOf(n, parallel int, fn func(i int)) {
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range parallel {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// lossyClient is a client built on idemhttp.Transport, recording each
+// attempt in rec, with a new connection per attempt, so each attempt meets
+// the network.
+func lossyClient(rec *linear.Recorder) *http.Client {
+	return &http.Client{Transport: &idemhttp.Transport{
+		Base:        recording{base: &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: 30 * time.Second}, rec: rec},
+		MaxAttempts: 30,
+		BaseDelay:   time.Millisecond,
+		MaxDelay:    10 * time.Millisecond,
+	}}
+}
+
+// sendIntention posts body to api+path as intention (one key for all its
+// attempts, set by the transport) and returns the 201's answer.
+func sendIntention(ctx context.Context, client *http.Client, api, intention, path string, body any) (map[string]any, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", intention, err)
+	}
+	ctx, cancel := context.WithTimeout(withIntention(ctx, intention), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", intention, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer acct_42")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s %s: %w", intention, path, b, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s %s: read the answer: %w", intention, path, b, err)
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return nil, fmt.Errorf("%s %s %s: answered %d: %s", intention, path, b, resp.StatusCode, raw)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("%s %s: answer %s: %w", intention, path, raw, err)
+	}
+	return out, nil
+}
+
 // TestTransportOverALossyNetwork sends charges and payouts to the example
 // API through a network that loses a fifth of the requests and a third of
 // the responses, with a client built on idemhttp.Transport that sets no key
 // itself: every intention is answered, and each had exactly one effect; the
-// history of its attempts is linearizable.
+// history of its attempts is linearizable. With -lossy.long it sends 4,000
+// intentions, 8 at a time, and checks at least 10,000 operations.
 func TestTransportOverALossyNetwork(t *testing.T) {
 	db := idemtest.New(t, idemtest.WithoutLedger())
 	env, err := Start(t.Context(), db.URL, Options{BankDelay: -1})
@@ -96,47 +174,27 @@ func TestTransportOverALossyNetwork(t *testing.T) {
 
 	// Each attempt is recorded in a history, checked at the end.
 	rec := linear.NewRecorder()
-	client := &http.Client{Transport: &idemhttp.Transport{
-		// A new connection per attempt, so each attempt meets the network.
-		Base:        recording{base: &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: 30 * time.Second}, rec: rec},
-		MaxAttempts: 30,
-		BaseDelay:   time.Millisecond,
-		MaxDelay:    10 * time.Millisecond,
-	}}
-	send := func(intention, path string, body any) map[string]any {
-		t.Helper()
-		b, err := json.Marshal(body)
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(withIntention(t.Context(), intention), time.Minute)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+path, bytes.NewReader(b))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer acct_42")
-		resp, err := client.Do(req)
-		require.NoError(t, err, "%s %s", path, b)
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s %s: %s", path, b, raw)
-		var out map[string]any
-		require.NoError(t, json.Unmarshal(raw, &out))
-		return out
-	}
-
-	const charges, payouts = 20, 5
-	ids := map[any]bool{}
-	for i := range charges {
-		r := send(chargeIntention(fmt.Sprintf("order %d", i)), "/v1/charges", map[string]any{
+	client := lossyClient(rec)
+	charges, payouts, parallel := lossyCounts()
+	paymentIDs := make([]any, charges)
+	eachOf(charges, parallel, func(i int) {
+		r, err := sendIntention(t.Context(), client, api, chargeIntention(fmt.Sprintf("order %d", i)), "/v1/charges", map[string]any{
 			"amount_cents": 1000 + i, "currency": "EUR", "description": fmt.Sprintf("order %d", i),
 			"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030},
 		})
-		ids[r["payment_id"]] = true
+		if assert.NoError(t, err) {
+			paymentIDs[i] = r["payment_id"]
+		}
+	})
+	ids := map[any]bool{}
+	for _, id := range paymentIDs {
+		ids[id] = true
 	}
 	assert.Len(t, ids, charges, "one payment per charge")
-	for i := range payouts { // each its own amount, which names it in the history
-		send(payoutIntention(int64(100+i)), "/v1/payouts", map[string]any{"amount_cents": 100 + i})
-	}
+	eachOf(payouts, parallel, func(i int) { // each its own amount, which names it in the history
+		_, err := sendIntention(t.Context(), client, api, payoutIntention(int64(100+i)), "/v1/payouts", map[string]any{"amount_cents": 100 + i})
+		assert.NoError(t, err)
+	})
 
 	count := func(query string) int {
 		t.Helper()
@@ -149,5 +207,8 @@ func TestTransportOverALossyNetwork(t *testing.T) {
 	assert.Equal(t, payouts, count(`SELECT count(*) FROM payouts WHERE status = 'paid'`), "payouts: one per intention")
 	assert.Equal(t, payouts, env.Bank.Transfers(), "transfers at the bank: one per intention")
 	assert.Equal(t, charges+payouts, count(`SELECT count(*) FROM idempotency_keys`), "ledger rows: one key per intention")
-	checkHistory(t, db, "lossy network, idemhttp.Transport", rec)
+	res := checkHistory(t, db, "lossy network, idemhttp.Transport", rec)
+	if *lossyLong {
+		assert.GreaterOrEqual(t, res.Operations, 10000, "operations checked in the long mode")
+	}
 }
