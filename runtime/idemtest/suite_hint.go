@@ -24,42 +24,34 @@ const stormRetries = 30
 // bodies.
 const stormQuiet = 10
 
-// retryUnmarked: a retry without the mark replays the first answer; its
-// body ran, and its work rolled back: the effects happened once.
-func (l ledgerSuite[S, W, A, R]) retryUnmarked(t *testing.T) {
-	e, _, w := l.setup(t)
-	a := l.sample(t)
-	ctx := l.ctx(t, "unmarked", "", false)
-	first := l.once(t, w, ctx, a, "first request")
-	rctx, o := idem.ContextWithOutcome(ctx)
-	again := l.once(t, w, rctx, a, "a retry without the mark")
-	if !o.Replayed() {
-		t.Errorf("a retry without the mark answered on its own, want a replay of the first answer")
+// retry: a retry of a finished call replays the first answer, with the
+// effects once. Marked idem.ContextWithRetry, it is answered by the key's
+// lookup without running its body; without the mark its body ran (the
+// call was taken for a first attempt), the key's row refused its record,
+// and its work rolled back.
+func (l ledgerSuite[S, W, A, R]) retry(marked bool) func(*testing.T) {
+	return func(t *testing.T) {
+		e, _, w := l.setup(t)
+		a := l.sample(t)
+		key, what, executions := "unmarked", "a retry without the mark", int64(2)
+		if marked {
+			key, what, executions = "marked", "a retry with the mark", 1
+		}
+		ctx := l.ctx(t, key, "", false)
+		first := l.once(t, w, ctx, a, "first request")
+		if marked {
+			ctx = idem.ContextWithRetry(ctx)
+		}
+		rctx, o := idem.ContextWithOutcome(ctx)
+		again := l.once(t, w, rctx, a, what)
+		if !o.Replayed() {
+			t.Errorf("%s answered on its own, want a replay of the first answer", what)
+		}
+		same(t, []result[R]{{resp: first}, {resp: again}}, l.equal)
+		e.wantExecutions(t, executions)
+		e.wantRows(t, 1)
+		e.wantEffects(t, 1)
 	}
-	same(t, []result[R]{{resp: first}, {resp: again}}, l.equal)
-	// Its body ran (the call was taken for a first attempt), and the
-	// key's row refused its record.
-	e.wantExecutions(t, 2)
-	e.wantRows(t, 1)
-	e.wantEffects(t, 1)
-}
-
-// retryMarked: a retry marked idem.ContextWithRetry is answered by the
-// key's lookup, without running its body.
-func (l ledgerSuite[S, W, A, R]) retryMarked(t *testing.T) {
-	e, _, w := l.setup(t)
-	a := l.sample(t)
-	ctx := l.ctx(t, "marked", "", false)
-	first := l.once(t, w, ctx, a, "first request")
-	rctx, o := idem.ContextWithOutcome(idem.ContextWithRetry(ctx))
-	again := l.once(t, w, rctx, a, "a retry with the mark")
-	if !o.Replayed() {
-		t.Errorf("a retry with the mark answered on its own, want a replay of the first answer")
-	}
-	same(t, []result[R]{{resp: first}, {resp: again}}, l.equal)
-	e.wantExecutions(t, 1)
-	e.wantRows(t, 1)
-	e.wantEffects(t, 1)
 }
 
 // expiredUnmarked: a call without the mark after the key's retention meets
@@ -114,8 +106,8 @@ func (l ledgerSuite[S, W, A, R]) retryStorm(t *testing.T) {
 // unmarkedScenarios runs the scenarios above (atomic mode only: external
 // mode claims the key before its body whatever the mark).
 func (l ledgerSuite[S, W, A, R]) unmarkedScenarios(t *testing.T) {
-	t.Run("retry without the mark", l.retryUnmarked)
-	t.Run("retry with the mark", l.retryMarked)
+	t.Run("retry without the mark", l.retry(false))
+	t.Run("retry with the mark", l.retry(true))
 	t.Run("expired key without the mark", l.expiredUnmarked)
 	t.Run("retry storm without the mark", l.retryStorm)
 }
