@@ -61,13 +61,11 @@ type svc struct {
 	url      string
 	onSQL    bool // the store is on database/sql: Charge runs through idem.Atomic
 
-	// seats is Seat's store, whose claim wait is 300 ms; seated counts the
-	// Seat bodies past their first statement (the seat's row), and
-	// seatHeld and seatRelease hold the first of them there.
-	seats       *idem.Store
-	seated      atomic.Int64
-	seatHeld    chan struct{}
-	seatRelease chan struct{}
+	// seats is Seat's store, whose claim wait is 300 ms; seatHold counts
+	// the Seat bodies past their first statement (the seat's row) and
+	// holds the first of them there.
+	seats    *idem.Store
+	seatHold *idemtest.Hold
 }
 
 func fingerprint(amount int64) []byte {
@@ -155,7 +153,7 @@ func (s *svc) payout(ctx context.Context, req *connect.Request[in]) (*connect.Re
 
 // seat takes the seat: it adds one to the seat's row and records a
 // payment, through idem.Atomic on a pgx.Tx or, on database/sql, a *sql.Tx.
-// The first body to update the row holds it until seatRelease is closed.
+// The first body to update the row holds it until the test releases seatHold.
 func (s *svc) seat(ctx context.Context, req *connect.Request[in]) (*connect.Response[out], error) {
 	const take, insert = `UPDATE seats SET taken = taken + 1 WHERE id = 1`, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`
 	amount := req.Msg.GetValue()
@@ -167,7 +165,7 @@ func (s *svc) seat(ctx context.Context, req *connect.Request[in]) (*connect.Resp
 			if _, err := tx.ExecContext(ctx, take); err != nil {
 				return 0, err
 			}
-			if err := s.holdSeat(ctx); err != nil {
+			if err := s.seatHold.Pass(ctx); err != nil {
 				return 0, err
 			}
 			var id int64
@@ -178,7 +176,7 @@ func (s *svc) seat(ctx context.Context, req *connect.Request[in]) (*connect.Resp
 			if _, err := tx.Exec(ctx, take); err != nil {
 				return 0, err
 			}
-			if err := s.holdSeat(ctx); err != nil {
+			if err := s.seatHold.Pass(ctx); err != nil {
 				return 0, err
 			}
 			var id int64
@@ -189,21 +187,6 @@ func (s *svc) seat(ctx context.Context, req *connect.Request[in]) (*connect.Resp
 		return nil, err
 	}
 	return connect.NewResponse(wrapperspb.Int64(id)), nil
-}
-
-// holdSeat counts a Seat body past the seat's row and, for the first,
-// waits until seatRelease is closed.
-func (s *svc) holdSeat(ctx context.Context) error {
-	if s.seated.Add(1) > 1 {
-		return nil
-	}
-	close(s.seatHeld)
-	select {
-	case <-s.seatRelease:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (s *svc) get(ctx context.Context, _ *connect.Request[in]) (*connect.Response[out], error) {
@@ -220,27 +203,26 @@ func bearerScope(_ context.Context, req connect.AnyRequest) (string, error) {
 	return acct, nil
 }
 
-func start(t *testing.T) *svc { return startOn(t, false) }
+func start(t testing.TB) *svc { return startOn(t, false) }
 
 // startOn serves the procedures; onSQL builds the store on database/sql
 // (idem.NewSQLStore over the database's *sql.DB) instead of the pgx pool.
-func startOn(t *testing.T, onSQL bool) *svc {
+func startOn(t testing.TB, onSQL bool) *svc {
 	t.Helper()
 	return serve(t, onSQL, idemconnect.HandlerConfig{Scope: bearerScope})
 }
 
 // serve is startOn with the handler interceptor's configuration.
-func serve(t *testing.T, onSQL bool, cfg idemconnect.HandlerConfig) *svc {
+func serve(t testing.TB, onSQL bool, cfg idemconnect.HandlerConfig) *svc {
 	t.Helper()
 	s := &svc{
 		db: idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`,
 			`CREATE TABLE seats (id int PRIMARY KEY, taken bigint NOT NULL)`, `INSERT INTO seats VALUES (1, 0)`)),
-		started:     make(chan struct{}, 1),
-		release:     make(chan struct{}),
-		sawKey:      make(chan string, 16),
-		onSQL:       onSQL,
-		seatHeld:    make(chan struct{}),
-		seatRelease: make(chan struct{}),
+		started:  make(chan struct{}, 1),
+		release:  make(chan struct{}),
+		sawKey:   make(chan string, 16),
+		onSQL:    onSQL,
+		seatHold: idemtest.NewHold(),
 	}
 	s.store, s.seats = newStore(t, s.db, onSQL), newStore(t, s.db, onSQL, idem.WithClaimWait(300*time.Millisecond))
 	ic := connect.WithInterceptors(idemconnect.NewHandlerInterceptor(cfg))
@@ -258,7 +240,7 @@ func serve(t *testing.T, onSQL bool, cfg idemconnect.HandlerConfig) *svc {
 }
 
 // newStore is a store on db's pgx pool or, onSQL, on its *sql.DB.
-func newStore(t *testing.T, db *idemtest.DB, onSQL bool, opts ...idem.Option) *idem.Store {
+func newStore(t testing.TB, db *idemtest.DB, onSQL bool, opts ...idem.Option) *idem.Store {
 	t.Helper()
 	var s *idem.Store
 	var err error
@@ -373,7 +355,7 @@ func TestTwinGetsAbortedWithRetryInfo(t *testing.T) {
 // after the twin is answered: it would end at its own deadline instead.
 func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
 	onBothStores(t, func(t *testing.T, s *svc) {
-		release := sync.OnceFunc(func() { close(s.seatRelease) })
+		release := s.seatHold.Release
 		t.Cleanup(release) // a failure does not leave the first call holding the row
 		c := s.client("Seat")
 		type result struct {
@@ -385,7 +367,7 @@ func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
 			resp, err := send(t.Context(), c, "acct_1", "seat-1", 300)
 			done <- result{resp, err}
 		}()
-		<-s.seatHeld
+		<-s.seatHold.Reached()
 
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
@@ -395,7 +377,7 @@ func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
 		d, ok := idemconnect.RetryDelay(err)
 		assert.True(t, ok, "the in-progress answer carries RetryInfo")
 		assert.GreaterOrEqual(t, d, time.Second)
-		assert.EqualValues(t, 1, s.seated.Load(), "the twin's body took no seat")
+		assert.EqualValues(t, 1, s.seatHold.Passed(), "the twin's body took no seat")
 
 		release()
 		first := <-done
@@ -408,7 +390,7 @@ func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "true", again.Header().Get(idemconnect.HeaderReplayed))
 		assert.Equal(t, first.resp.Msg.GetValue(), again.Msg.GetValue())
-		assert.EqualValues(t, 1, s.seated.Load())
+		assert.EqualValues(t, 1, s.seatHold.Passed())
 		assert.Equal(t, 1, s.count(t), "one payment")
 		assert.Equal(t, 1, s.taken(t), "one seat taken")
 	})

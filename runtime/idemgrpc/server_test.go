@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -140,7 +139,7 @@ func TestTwinGetsAbortedWithRetryInfo(t *testing.T) {
 // the twin is answered: it would end at its own deadline instead.
 func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
 	onBothStores(t, func(t *testing.T, s *svc, cc *grpc.ClientConn) {
-		release := sync.OnceFunc(func() { close(s.seatRelease) })
+		release := s.seatHold.Release
 		t.Cleanup(release) // a failure does not leave the first call holding the row
 		type result struct {
 			out *dynamicpb.Message
@@ -151,7 +150,7 @@ func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
 			out, _, err := call(t.Context(), cc, "Seat", "acct_1", "seat-1", newReq("", 300))
 			done <- result{out, err}
 		}()
-		<-s.seatHeld
+		<-s.seatHold.Reached()
 
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
@@ -162,7 +161,7 @@ func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
 		d, ok := idemgrpc.RetryDelay(st)
 		assert.True(t, ok, "the in-progress answer carries RetryInfo")
 		assert.GreaterOrEqual(t, d, time.Second)
-		assert.EqualValues(t, 1, s.seated.Load(), "the twin's body took no seat")
+		assert.EqualValues(t, 1, s.seatHold.Passed(), "the twin's body took no seat")
 
 		release()
 		first := <-done
@@ -172,7 +171,7 @@ func TestTwinOfAHolderGetsAbortedWithRetryInfo(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"true"}, h.Get(idemgrpc.MetadataReplayed))
 		assert.Equal(t, paymentID(first.out), paymentID(again))
-		assert.EqualValues(t, 1, s.seated.Load())
+		assert.EqualValues(t, 1, s.seatHold.Passed())
 		assert.Equal(t, 1, s.count(t), "one payment")
 		assert.Equal(t, 1, s.taken(t), "one seat taken")
 	})

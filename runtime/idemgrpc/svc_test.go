@@ -105,13 +105,11 @@ type svc struct {
 	onSQL    bool                                           // the store is on database/sql: Charge runs through idem.Atomic
 	addr     string                                         // the server's address
 
-	// seats is Seat's store, whose claim wait is 300 ms; seated counts the
-	// Seat bodies past their first statement (the seat's row), and
-	// seatHeld and seatRelease hold the first of them there.
-	seats       *idem.Store
-	seated      atomic.Int64
-	seatHeld    chan struct{}
-	seatRelease chan struct{}
+	// seats is Seat's store, whose claim wait is 300 ms; seatHold counts
+	// the Seat bodies past their first statement (the seat's row) and
+	// holds the first of them there.
+	seats    *idem.Store
+	seatHold *idemtest.Hold
 }
 
 func fingerprint(amount int64) []byte {
@@ -169,7 +167,7 @@ func (s *svc) payout(ctx context.Context, req *dynamicpb.Message) (*dynamicpb.Me
 
 // seat takes the seat: it adds one to the seat's row and records a
 // payment, through idem.Atomic on a pgx.Tx or, on database/sql, a *sql.Tx.
-// The first body to update the row holds it until seatRelease is closed.
+// The first body to update the row holds it until the test releases seatHold.
 func (s *svc) seat(ctx context.Context, req *dynamicpb.Message) (*dynamicpb.Message, error) {
 	const take, insert = `UPDATE seats SET taken = taken + 1 WHERE id = 1`, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`
 	amount := amountOf(req)
@@ -181,7 +179,7 @@ func (s *svc) seat(ctx context.Context, req *dynamicpb.Message) (*dynamicpb.Mess
 			if _, err := tx.ExecContext(ctx, take); err != nil {
 				return 0, err
 			}
-			if err := s.holdSeat(ctx); err != nil {
+			if err := s.seatHold.Pass(ctx); err != nil {
 				return 0, err
 			}
 			var id int64
@@ -192,7 +190,7 @@ func (s *svc) seat(ctx context.Context, req *dynamicpb.Message) (*dynamicpb.Mess
 			if _, err := tx.Exec(ctx, take); err != nil {
 				return 0, err
 			}
-			if err := s.holdSeat(ctx); err != nil {
+			if err := s.seatHold.Pass(ctx); err != nil {
 				return 0, err
 			}
 			var id int64
@@ -200,21 +198,6 @@ func (s *svc) seat(ctx context.Context, req *dynamicpb.Message) (*dynamicpb.Mess
 		})
 	}
 	return receipt(id), err
-}
-
-// holdSeat counts a Seat body past the seat's row and, for the first,
-// waits until seatRelease is closed.
-func (s *svc) holdSeat(ctx context.Context) error {
-	if s.seated.Add(1) > 1 {
-		return nil
-	}
-	close(s.seatHeld)
-	select {
-	case <-s.seatRelease:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (s *svc) get(ctx context.Context, _ *dynamicpb.Message) (*dynamicpb.Message, error) {
@@ -257,29 +240,28 @@ func bearerScope(ctx context.Context, _ string) (string, error) {
 
 // start serves the service on loopback behind the server interceptor and
 // returns a connection to it with the given dial options.
-func start(t *testing.T, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
+func start(t testing.TB, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
 	return startOn(t, false, opts...)
 }
 
 // startOn is start; onSQL builds the store on database/sql
 // (idem.NewSQLStore over the database's *sql.DB) instead of the pgx pool.
-func startOn(t *testing.T, onSQL bool, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
+func startOn(t testing.TB, onSQL bool, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
 	t.Helper()
 	return serve(t, onSQL, idemgrpc.ServerConfig{Scope: bearerScope}, opts...)
 }
 
 // serve is startOn with the server interceptor's configuration.
-func serve(t *testing.T, onSQL bool, cfg idemgrpc.ServerConfig, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
+func serve(t testing.TB, onSQL bool, cfg idemgrpc.ServerConfig, opts ...grpc.DialOption) (*svc, *grpc.ClientConn) {
 	t.Helper()
 	s := &svc{
 		db: idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`,
 			`CREATE TABLE seats (id int PRIMARY KEY, taken bigint NOT NULL)`, `INSERT INTO seats VALUES (1, 0)`)),
-		sawKey:      make(chan string, 16),
-		started:     make(chan struct{}, 1),
-		release:     make(chan struct{}),
-		seatHeld:    make(chan struct{}),
-		seatRelease: make(chan struct{}),
-		onSQL:       onSQL,
+		sawKey:   make(chan string, 16),
+		started:  make(chan struct{}, 1),
+		release:  make(chan struct{}),
+		seatHold: idemtest.NewHold(),
+		onSQL:    onSQL,
 	}
 	s.store, s.seats = newStore(t, s.db, onSQL), newStore(t, s.db, onSQL, idem.WithClaimWait(300*time.Millisecond))
 	srv := grpc.NewServer(grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(cfg)))
@@ -298,7 +280,7 @@ func serve(t *testing.T, onSQL bool, cfg idemgrpc.ServerConfig, opts ...grpc.Dia
 }
 
 // newStore is a store on db's pgx pool or, onSQL, on its *sql.DB.
-func newStore(t *testing.T, db *idemtest.DB, onSQL bool, opts ...idem.Option) *idem.Store {
+func newStore(t testing.TB, db *idemtest.DB, onSQL bool, opts ...idem.Option) *idem.Store {
 	t.Helper()
 	var s *idem.Store
 	var err error

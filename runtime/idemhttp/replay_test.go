@@ -60,22 +60,19 @@ type api struct {
 	executed atomic.Int64
 	started  chan struct{}
 	release  chan struct{}
-	// seated counts the seat bodies past their first statement (the
-	// seat's row); seatHeld and seatRelease hold the first of them there.
-	seated      atomic.Int64
-	seatHeld    chan struct{}
-	seatRelease chan struct{}
+	// seatHold counts the seat bodies past their first statement (the
+	// seat's row) and holds the first of them there.
+	seatHold *idemtest.Hold
 }
 
-func newAPI(t *testing.T, store func(db *idemtest.DB) *idem.Store) *api {
+func newAPI(t testing.TB, store func(db *idemtest.DB) *idem.Store) *api {
 	t.Helper()
 	a := &api{
 		db: idemtest.New(t, idemtest.WithSetup(`CREATE TABLE payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`,
 			`CREATE TABLE seats (id int PRIMARY KEY, taken bigint NOT NULL)`, `INSERT INTO seats VALUES (1, 0)`)),
-		started:     make(chan struct{}, 1),
-		release:     make(chan struct{}),
-		seatHeld:    make(chan struct{}),
-		seatRelease: make(chan struct{}),
+		started:  make(chan struct{}, 1),
+		release:  make(chan struct{}),
+		seatHold: idemtest.NewHold(),
 	}
 	s := store(a.db)
 	mw := idemhttp.New(idemhttp.Config{Scope: func(r *http.Request) (string, error) {
@@ -118,9 +115,8 @@ func newAPI(t *testing.T, store func(db *idemtest.DB) *idem.Store) *api {
 			if _, err := tx.Exec(ctx, `UPDATE seats SET taken = taken + 1 WHERE id = 1`); err != nil {
 				return receipt{}, err
 			}
-			if a.seated.Add(1) == 1 {
-				close(a.seatHeld)
-				<-a.seatRelease
+			if err := a.seatHold.Pass(ctx); err != nil {
+				return receipt{}, err
 			}
 			out := receipt{Amount: req.Amount}
 			err := tx.QueryRow(ctx, `INSERT INTO payments (amount) VALUES ($1) RETURNING id`, req.Amount).Scan(&out.PaymentID)
@@ -335,7 +331,7 @@ func TestTwinOfAHolderOverHTTP(t *testing.T) {
 		r, err := a.send(t.Context(), "/seats", "acct_1", "seat-1", 300)
 		done <- result{r, err}
 	}()
-	<-a.seatHeld
+	<-a.seatHold.Reached()
 
 	twin := a.post(t, "/seats", "acct_1", "seat-1", 300)
 	require.Equal(t, http.StatusConflict, twin.status, twin.body)
@@ -343,9 +339,9 @@ func TestTwinOfAHolderOverHTTP(t *testing.T) {
 	secs, err := strconv.Atoi(twin.retry)
 	require.NoError(t, err, "Retry-After is whole seconds")
 	assert.GreaterOrEqual(t, secs, 1)
-	assert.EqualValues(t, 1, a.seated.Load(), "the twin's body took no seat")
+	assert.EqualValues(t, 1, a.seatHold.Passed(), "the twin's body took no seat")
 
-	close(a.seatRelease)
+	a.seatHold.Release()
 	res := <-done
 	require.NoError(t, res.err)
 	require.Equal(t, http.StatusCreated, res.r.status, res.r.body)
@@ -353,7 +349,7 @@ func TestTwinOfAHolderOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusCreated, again.status, again.body)
 	assert.Equal(t, []string{"true"}, again.replayed)
 	assert.Equal(t, res.r.body, again.body)
-	assert.EqualValues(t, 1, a.seated.Load())
+	assert.EqualValues(t, 1, a.seatHold.Passed())
 }
 
 func TestStoreDownOverHTTP(t *testing.T) {
