@@ -263,10 +263,13 @@ func lost[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx
 	return zero, cause
 }
 
-// AtomicInTx is Atomic inside the caller's transaction tx. The key is
-// looked up in tx; the work and the ledger row are written under a
-// savepoint, so a failed body, or a record that lost to a twin, rolls back
-// to it and leaves tx usable; everything commits (or not) with tx. A
+// AtomicInTx is Atomic inside the caller's transaction tx. The work and
+// the ledger row are written under a savepoint, so a failed body, or a
+// record that a row of the key refused, rolls back to it and leaves tx
+// usable; everything commits (or not) with tx. As in Atomic, a first
+// attempt does not look the key up: a row the key already has refuses the
+// record, the savepoint is rolled back, and the row, read in tx, answers.
+// A call that may be a retry (hint.go) looks the key up in tx first. A
 // concurrent twin's record waits for tx to end, for at most the claim wait
 // (then it gets an *InProgressError). Serialization failures are returned,
 // not retried: only the caller can retry its transaction. tx is a pgx.Tx
@@ -279,12 +282,26 @@ func AtomicInTx[R, TTx any](ctx context.Context, s *Store, tx TTx, m *Method[R],
 	if err != nil {
 		return zero, err
 	}
-	t, btx, bodyEnded := d.inTx(s, c, tx)
-	return atomicInTxRun(ctx, s, m, c, t, func(ctx context.Context) (R, error) { return body(ctx, btx) }, bodyEnded)
+	run := func(lookup bool) (R, error) {
+		t, btx, bodyEnded := d.inTx(s, c, tx)
+		return atomicInTxRun(ctx, s, m, c, t, func(ctx context.Context) (R, error) { return body(ctx, btx) }, bodyEnded, lookup)
+	}
+	lookup := s.lookupFirst(ctx, c)
+	out, err := run(lookup)
+	if !lookup && errors.Is(err, errRowVanished) {
+		// A record refused by an expired row, which only a record with
+		// the fence a lookup saw takes over: at once, with the lookup,
+		// under a savepoint of its own.
+		out, err = run(true)
+	}
+	return out, err
 }
 
-// atomicInTxRun is AtomicInTx on the caller's transaction that t carries.
-func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx, body func(context.Context) (R, error), bodyEnded func() bool) (R, error) {
+// atomicInTxRun is AtomicInTx on the caller's transaction that t carries:
+// the lookup if lookup is set, then the body under a savepoint and the
+// record with RELEASE. Each run adds one call to its method's replay rate
+// (hint.go).
+func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx, body func(context.Context) (R, error), bodyEnded func() bool, lookup bool) (R, error) {
 	var zero R
 	// A replay read in the caller's transaction is confirmed by the
 	// caller's COMMIT (replication.go); a mismatch is recorded outside
@@ -296,13 +313,21 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 	if err != nil {
 		return zero, storeErr(c.method, "lookup", err)
 	}
-	r, found, err := s.readRow(ctx, t, c)
-	if err != nil {
-		return zero, err
+	var (
+		r     ledgerRow
+		found bool
+	)
+	if lookup {
+		if r, found, err = s.readRow(ctx, t, c); err != nil {
+			return zero, err
+		}
+		if answers(r, found) {
+			s.replays.observe(c.method, true)
+			return answer(ctx, s, m, c, r, confirm, refused)
+		}
 	}
-	if answers(r, found) {
-		return answer(ctx, s, m, c, r, confirm, refused)
-	}
+	// No row, or an expired one the record takes over; or no lookup: the
+	// record with fence 0 seen, which any row refuses.
 	seen := int64(0)
 	if found {
 		seen = r.fence
@@ -350,8 +375,10 @@ func atomicInTxRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t
 		} else {
 			err = storeErr(c.method, "store response", err)
 		}
+		s.replays.observe(c.method, errors.Is(err, errRecordRefused))
 		return lost[R](ctx, s, m, c, t, err, true, confirm, refused)
 	}
+	s.replays.observe(c.method, false)
 	return out, berr
 }
 

@@ -11,7 +11,8 @@ import (
 // A first attempt, nearly every call, can only meet a row of its key if
 // the key was reused, so Atomic does not look the key up first: BEGIN
 // (with the key's lock) travels with the body's first statement, and the
-// record with COMMIT. The record's plain INSERT is what finds a row the
+// record with COMMIT. AtomicInTx does the same in the caller's
+// transaction, with SAVEPOINT and RELEASE. The record's plain INSERT is what finds a row the
 // key already has: it is refused (the unique index), the body's work rolls
 // back with the transaction, and the key is then looked up and answers as
 // a lookup before the body would have (a replay, a mismatch, in progress).
@@ -46,7 +47,7 @@ type retryCtx struct{}
 // rolled back. The adapters set it when the transport says the request
 // is a retry (gRPC's grpc-previous-rpc-attempts, a NATS redelivery, a
 // River job's later attempt, the project's HTTP client transport's
-// Idempotent-Retry header). Other modes ignore it.
+// Idempotency-Previous-Attempts header). Other modes ignore it.
 func ContextWithRetry(ctx context.Context) context.Context {
 	return context.WithValue(ctx, retryCtx{}, true)
 }

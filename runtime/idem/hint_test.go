@@ -171,3 +171,74 @@ func TestContextWithRetry(t *testing.T) {
 	assert.False(t, idem.RetryFrom(ctx))
 	assert.True(t, idem.RetryFrom(idem.ContextWithRetry(ctx)))
 }
+
+// inTxOn is one AtomicInTx call on path p in a caller's transaction of its
+// own, which goes on after the call (one more statement) and commits.
+func (e *env) inTxOn(t *testing.T, p path, ctx context.Context, req string, amount int64) result {
+	t.Helper()
+	tx, err := p.begin(ctx, e.db)
+	require.NoError(t, err)
+	defer func() { _ = tx.rollback(context.WithoutCancel(ctx)) }()
+	ctx, o := idem.ContextWithOutcome(ctx)
+	r, err := p.atomicInTx(ctx, e.store, tx, e.m, fp(req), chargeOn(amount))
+	_, werr := tx.queryInt(ctx, `SELECT 1`)
+	require.NoError(t, werr, "the caller's transaction is usable after the call")
+	require.NoError(t, tx.commit(ctx))
+	return result{r, err, o.Replayed()}
+}
+
+// TestPathsInTxUnmarkedReplay: in the caller's transaction, an unmarked
+// retry runs its body under the savepoint; the key's row refuses the
+// record, the work rolls back to the savepoint, and the row answers; a
+// marked retry is answered by the lookup without running the body.
+func TestPathsInTxUnmarkedReplay(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnvOn(t, p)
+			first := e.inTxOn(t, p, keyed("k"), "100", 100)
+			require.NoError(t, first.err)
+			assert.False(t, first.replayed)
+			again := e.inTxOn(t, p, keyed("k"), "100", 100)
+			require.NoError(t, again.err)
+			assert.True(t, again.replayed)
+			assert.Equal(t, first.r, again.r)
+			assert.EqualValues(t, 2, e.executed.Load(), "the unmarked retry ran its body, rolled back")
+			marked := e.inTxOn(t, p, retried("k"), "100", 100)
+			require.NoError(t, marked.err)
+			assert.True(t, marked.replayed)
+			assert.Equal(t, first.r, marked.r)
+			assert.EqualValues(t, 2, e.executed.Load(), "the marked retry did not run its body")
+			other := e.inTxOn(t, p, keyed("k"), "999", 999)
+			var mm *idem.MismatchError
+			assert.ErrorAs(t, other.err, &mm, "a reused key is a mismatch, found by the refused record")
+			assert.Equal(t, 1, e.count(t, "payments"), "the refused runs' work rolled back")
+			assert.Equal(t, 1, e.count(t, "idempotency_keys"))
+		})
+	}
+}
+
+// TestPathsInTxExpiredKeyUnmarked: in the caller's transaction, an
+// unmarked call on a key whose row expired is refused by that row; a
+// second run, at once and under a savepoint of its own, looks the key up
+// and takes the row over.
+func TestPathsInTxExpiredKeyUnmarked(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newEnvOn(t, p)
+			first := e.inTxOn(t, p, keyed("old"), "100", 100)
+			require.NoError(t, first.err)
+			e.clock.Advance(retention + time.Second)
+			again := e.inTxOn(t, p, keyed("old"), "200", 200)
+			require.NoError(t, again.err, "not a mismatch: the key is new")
+			assert.False(t, again.replayed)
+			assert.NotEqual(t, first.r.PaymentID, again.r.PaymentID)
+			assert.EqualValues(t, 3, e.executed.Load(), "the first, the refused run, the takeover")
+			assert.EqualValues(t, 1, e.takenOver.Load())
+			assert.Equal(t, 2, e.count(t, "payments"), "the refused run's work rolled back")
+			r := e.inTxOn(t, p, retried("old"), "200", 200)
+			require.NoError(t, r.err)
+			assert.True(t, r.replayed)
+			assert.Equal(t, again.r, r.r)
+		})
+	}
+}

@@ -95,11 +95,11 @@ func recordPath(t *testing.T, p path) pathTrips {
 		return func() { require.NoError(t, e.callOn(p, ctx, "1", 1).err) }
 	}
 	// The caller's BEGIN and COMMIT are the caller's: recorded apart.
-	inTx := func(record func(func()) (int, []string)) (int, []string) {
+	inTx := func(ctx context.Context, record func(func()) (int, []string)) (int, []string) {
 		tx, err := p.begin(ctx, db)
 		require.NoError(t, err)
 		trips, stmts := record(func() {
-			_, err := p.atomicInTx(keyed("t"), s, tx, e.m, fp("1"), chargeOn(1))
+			_, err := p.atomicInTx(ctx, s, tx, e.m, fp("1"), chargeOn(1))
 			require.NoError(t, err)
 		})
 		require.NoError(t, tx.commit(ctx))
@@ -126,8 +126,9 @@ func recordPath(t *testing.T, p path) pathTrips {
 	atomicCall(keyed("warm"))()
 	atomicCall(keyed("warm"))()
 	atomicCall(idem.ContextWithRetry(keyed("warm")))()
-	inTx(unrecorded)
-	inTx(unrecorded)
+	inTx(keyed("t"), unrecorded)
+	inTx(keyed("t"), unrecorded)
+	inTx(idem.ContextWithRetry(keyed("t")), unrecorded)
 	_, err = db.Pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE key = 't'`)
 	require.NoError(t, err)
 
@@ -137,8 +138,10 @@ func recordPath(t *testing.T, p path) pathTrips {
 	r.trips["claimed"], r.stmts["claimed"] = l.record(atomicCall(keyed("k")))
 	r.trips["replay"], r.stmts["replay"] = l.record(atomicCall(idem.ContextWithRetry(keyed("k"))))
 	r.trips["replay, unmarked"], r.stmts["replay, unmarked"] = l.record(atomicCall(keyed("k")))
-	r.trips["in tx, claimed"], r.stmts["in tx, claimed"] = inTx(l.record)
-	r.trips["in tx, replay"], r.stmts["in tx, replay"] = inTx(l.record)
+	idem.ForgetReplays(s)
+	r.trips["in tx, claimed"], r.stmts["in tx, claimed"] = inTx(keyed("t"), l.record)
+	r.trips["in tx, replay"], r.stmts["in tx, replay"] = inTx(idem.ContextWithRetry(keyed("t")), l.record)
+	r.trips["in tx, replay, unmarked"], r.stmts["in tx, replay, unmarked"] = inTx(keyed("t"), l.record)
 	r.trips["inline, claimed"], r.stmts["inline, claimed"] = l.record(inline("i"))
 	r.trips["inline, replay"], r.stmts["inline, replay"] = l.record(inline("i"))
 	return r
@@ -166,10 +169,15 @@ func TestRoundTripsBothPaths(t *testing.T) {
 		// refused (database/sql sends no COMMIT after it), then, after
 		// the ROLLBACK, the lookup.
 		"replay, unmarked": {3, 5},
-		// lookup, SAVEPOINT+key lock+INSERT, record+RELEASE; database/sql:
-		// each alone.
-		"in tx, claimed": {3, 6},
-		"in tx, replay":  {1, 1}, // the lookup
+		// A first attempt, no lookup: SAVEPOINT+key lock+INSERT,
+		// record+RELEASE; database/sql: each alone.
+		"in tx, claimed": {2, 5},
+		// A retry marked idem.ContextWithRetry: the lookup.
+		"in tx, replay": {1, 1},
+		// An unmarked retry: the first attempt's statements, the record
+		// refused, then ROLLBACK TO SAVEPOINT and RELEASE, and the lookup;
+		// database/sql sends no RELEASE after the refused record.
+		"in tx, replay, unmarked": {4, 6},
 		// pgx: BEGIN+INSERT, check+COMMIT; database/sql: each alone.
 		"inline, claimed": {2, 4},
 		// pgx: BEGIN+INSERT, then ROLLBACK+syncRep+free+lookup; database/sql:

@@ -442,9 +442,9 @@ func TestDeprecatedSQLNamesForward(t *testing.T) {
 	tx, err := e.db.SQL.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback() }()
-	_, err = idem.AtomicSQLInTx(keyed("a"), e.store, tx, e.m, fp("1"), charge)
+	_, err = idem.AtomicSQLInTx(idem.ContextWithRetry(keyed("a")), e.store, tx, e.m, fp("1"), charge)
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), e.executed.Load(), "replayed in the caller's transaction")
+	assert.Equal(t, int64(1), e.executed.Load(), "replayed in the caller's transaction (a marked retry looks the key up first)")
 	require.NoError(t, tx.Commit())
 
 	ie := newInlineEnvOn(t, sqlPath)
