@@ -49,6 +49,7 @@ func exampleCount(db *idemtest.DB, table string) int {
 // running the body; an unmarked retry runs the body, which is rolled back,
 // and gets the same answer. A key reused with another request is refused.
 func ExampleAtomic() {
+	// A throwaway database with the ledger (exampleDB); a service has its *pgxpool.Pool.
 	db, stop := exampleDB(idemtest.WithSetup(`CREATE TABLE charges (id bigserial PRIMARY KEY, amount bigint NOT NULL)`))
 	defer stop()
 	store, err := idem.NewStore(db.Pool)
@@ -103,6 +104,7 @@ func ExampleAtomic() {
 // charge the card again; the retry after success replays the stored
 // response without running the body.
 func ExampleExternal() {
+	// A throwaway database with the ledger (exampleDB); a service has its *pgxpool.Pool.
 	db, stop := exampleDB()
 	defer stop()
 	store, err := idem.NewStore(db.Pool)
@@ -165,6 +167,7 @@ func ExampleInline() {
 	if err != nil {
 		panic(err)
 	}
+	// A throwaway database (exampleDB); a service has its *pgxpool.Pool.
 	db, stop := exampleDB(idemtest.WithoutLedger(), idemtest.WithSetup(append([]string{
 		`CREATE TABLE orders (id bigserial PRIMARY KEY, item text NOT NULL)`,
 	}, orders.DDL()...)...))

@@ -70,6 +70,7 @@ func exampleService(charge func(context.Context, *wrapperspb.Int64Value) (*wrapp
 // on both attempts; the second is answered from the ledger (the
 // idempotent-replayed header), and the charge ran once.
 func Example() {
+	// A throwaway database with the ledger (exampleDB); a service has its *pgxpool.Pool.
 	db, stop := exampleDB(`CREATE TABLE charges (id bigserial PRIMARY KEY, amount bigint NOT NULL)`)
 	defer stop()
 	store, err := idem.NewStore(db.Pool)

@@ -66,6 +66,7 @@ func (l *loseFirstAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 // attempts; the second attempt is answered from the ledger: the same
 // receipt, marked Idempotent-Replayed, and the charge ran once.
 func ExampleNew() {
+	// A throwaway database with the ledger (exampleDB); a service has its *pgxpool.Pool.
 	db, stop := exampleDB(`CREATE TABLE charges (id bigserial PRIMARY KEY, amount bigint NOT NULL)`)
 	defer stop()
 	store, err := idem.NewStore(db.Pool)

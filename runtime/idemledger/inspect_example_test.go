@@ -44,6 +44,7 @@ func exampleDB() (*idemtest.DB, func()) {
 // printed without it carries the same fields. A key the ledger does not
 // hold is exit status 3.
 func ExampleMain_inspect() {
+	// A throwaway database with the ledger (exampleDB); a service has its *pgxpool.Pool.
 	db, stop := exampleDB()
 	defer stop()
 	ctx := context.Background()

@@ -80,6 +80,7 @@ func exampleJetStream() (jetstream.JetStream, func()) {
 // body runs once more and is rolled back; a redelivery of a message is
 // looked up first and does not run the body.)
 func ExampleNewHandler() {
+	// A throwaway database with the ledger (exampleDB); a service has its *pgxpool.Pool.
 	db, stopDB := exampleDB(`CREATE TABLE charges (id bigserial PRIMARY KEY, event text NOT NULL, amount bigint NOT NULL)`)
 	defer stopDB()
 	store, err := idem.NewStore(db.Pool)

@@ -54,6 +54,7 @@ func (ChargeArgs) Kind() string { return "charge" }
 // jobs complete, each in the transaction of its call, and the second is
 // answered from the ledger, so one charge commits.
 func ExampleAtomic() {
+	// A throwaway database with the ledger (exampleDB); a service has its *pgxpool.Pool.
 	db, stop := exampleDB(`CREATE TABLE charges (id bigserial PRIMARY KEY, order_id text NOT NULL, amount bigint NOT NULL)`)
 	defer stop()
 	ctx := context.Background()
