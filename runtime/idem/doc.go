@@ -16,6 +16,17 @@
 // so the key never becomes part of the hashed request, and one tenant's key
 // can never replay another tenant's response.
 //
+// Each mode has a runnable example, shown with its entry point and run by go
+// test against a throwaway PostgreSQL: [Atomic] (a first call, a retry
+// marked as one and an unmarked one, a key reused with another request),
+// [External] with [Step] (a provider's answer recorded and reused by the
+// retry) and [Inline] (the business row's INSERT as the claim). Generated
+// code makes these calls for you; the examples show what it does. The same
+// calls over HTTP, gRPC, NATS and River are the examples of runtime/idemhttp
+// (New), runtime/idemgrpc, runtime/idemnats (NewHandler) and
+// runtime/idemriver (Atomic); runtime/idemledger's (Main) inspects a key
+// one of them recorded.
+//
 // Naming: a function whose name starts with ContextWith takes a context and
 // returns one carrying a value for the next call ([ContextWithKey],
 // [ContextWithScope], [ContextWithWait], [ContextWithOutcome], [ContextWithRetry],
