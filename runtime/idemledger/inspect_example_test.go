@@ -14,26 +14,17 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemtest"
 )
 
-// exampleDB starts a throwaway PostgreSQL server and returns a fresh
-// database on it, with the ledger, and a function that drops the database
-// and stops the server. An Example has no *testing.T for idemtest.New, so
-// it gets a server of its own. The command reads the service's database
-// from DATABASE_URL (or -db) instead.
+// exampleDB returns a fresh database, with the ledger unless the options
+// say otherwise, on the server the package's tests share (idemtest.Open:
+// an Example has no *testing.T for idemtest.New), and a function that
+// drops it. The command reads the service's database from DATABASE_URL
+// (or -db) instead.
 func exampleDB() (*idemtest.DB, func()) {
-	ctx := context.Background()
-	srv, err := idemtest.Start(ctx)
+	db, err := idemtest.Open(context.Background(), "example")
 	if err != nil {
 		panic(err)
 	}
-	db, err := srv.NewDB(ctx, "example")
-	if err != nil {
-		_ = srv.Stop()
-		panic(err)
-	}
-	return db, func() {
-		_ = db.Close()
-		_ = srv.Stop()
-	}
+	return db, func() { _ = db.Close() }
 }
 
 // ExampleMain_inspect runs the command's inspect on a key a charge

@@ -16,26 +16,17 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemtest"
 )
 
-// exampleDB starts a throwaway PostgreSQL server and returns a fresh
-// database on it, with the ledger and the setup statements, and a function
-// that drops the database and stops the server. An Example has no
-// *testing.T for idemtest.New, so it gets a server of its own. A service
-// passes its own *pgxpool.Pool to idem.NewStore instead.
+// exampleDB returns a fresh database, with the ledger unless the options
+// say otherwise, on the server the package's tests share (idemtest.Open:
+// an Example has no *testing.T for idemtest.New), and a function that
+// drops it. A service passes its own *pgxpool.Pool to idem.NewStore
+// instead.
 func exampleDB(setup ...string) (*idemtest.DB, func()) {
-	ctx := context.Background()
-	srv, err := idemtest.Start(ctx)
+	db, err := idemtest.Open(context.Background(), "example", idemtest.WithSetup(setup...))
 	if err != nil {
 		panic(err)
 	}
-	db, err := srv.NewDB(ctx, "example", idemtest.WithSetup(setup...))
-	if err != nil {
-		_ = srv.Stop()
-		panic(err)
-	}
-	return db, func() {
-		_ = db.Close()
-		_ = srv.Stop()
-	}
+	return db, func() { _ = db.Close() }
 }
 
 // ChargeArgs is a River job that charges an order.

@@ -77,6 +77,22 @@ func (s *Server) NewDB(ctx context.Context, name string, opts ...Option) (*DB, e
 	return s.srv.newDB(ctx, name, o)
 }
 
+// Open creates a fresh database named after name, as New does, on the
+// server New uses (started on first use, stopped by Main), for code that
+// has no testing.TB: a runnable Example. The caller closes it with Close,
+// which drops it.
+func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
+	o := options{table: idem.DefaultTable}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	srv, err := getServer()
+	if err != nil {
+		return nil, err
+	}
+	return srv.newDB(ctx, name, o)
+}
+
 // Stop stops a throwaway server and removes its directory, or disconnects
 // from the server EnvDatabaseURL names.
 func (s *Server) Stop() error {

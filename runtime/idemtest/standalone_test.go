@@ -82,3 +82,20 @@ func TestStartRefusesMalformedSetting(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"fsync" is not name=value`)
 }
+
+// TestOpenOnTheSharedServer: Open gives a fresh database with the ledger on
+// the server New uses, and Close drops it.
+func TestOpenOnTheSharedServer(t *testing.T) {
+	db, err := idemtest.Open(t.Context(), "open")
+	require.NoError(t, err)
+	var ledger, name string
+	require.NoError(t, db.Pool.QueryRow(t.Context(), `SELECT to_regclass('idempotency_keys')::text, current_database()`).Scan(&ledger, &name))
+	assert.Equal(t, "idempotency_keys", ledger)
+	other := idemtest.New(t, idemtest.WithoutLedger())
+	var exists bool
+	require.NoError(t, other.Pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists))
+	assert.True(t, exists, "Open's database is on New's server")
+	require.NoError(t, db.Close())
+	require.NoError(t, other.Pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists))
+	assert.False(t, exists, "Close dropped it")
+}
