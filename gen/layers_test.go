@@ -26,7 +26,8 @@ const module = "github.com/idemgen/idemgen/"
 //
 // The lists are of dependencies, direct or not; the module's data and
 // leaf packages (templates, runtime/idem/ledger and its migformat,
-// internal/overlay, internal/gocommand) may be reached by any.
+// internal/overlay, internal/gocommand, internal/genheader) may be reached
+// by any.
 var layers = map[string][]string{
 	"gen/ir":                 {},
 	"gen/stamp":              {},
@@ -41,7 +42,7 @@ var layers = map[string][]string{
 }
 
 // leaves may be reached from any layer.
-var leaves = []string{"templates", "runtime/idem/ledger", "runtime/idem/ledger/migformat", "internal/overlay", "internal/gocommand"}
+var leaves = []string{"templates", "runtime/idem/ledger", "runtime/idem/ledger/migformat", "internal/overlay", "internal/gocommand", "internal/genheader"}
 
 // forbidden are the dependencies a layer must not reach, even indirectly:
 // the model is plain data, and the emitters print it without type-checking
@@ -52,6 +53,12 @@ var forbidden = map[string][]string{
 	"gen/internal/golang": {"go/types", "golang.org/x/tools"},
 	"gen/internal/gotest": {"go/types", "golang.org/x/tools"},
 }
+
+// belowGenerator are the packages that must not depend on the generator
+// (gen/..., nor the module's root package, which embeds its sources): the
+// analyzers and the command that runs them. The arrows run from the
+// generator to what it shares with them, never back up.
+var belowGenerator = []string{"./analysis/...", "./cmd/idemvet"}
 
 type listed struct {
 	ImportPath string
@@ -86,6 +93,27 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAnalysisBelowGenerator: no package under analysis/, nor idemvet,
+// depends on the generator, directly or not.
+func TestAnalysisBelowGenerator(t *testing.T) {
+	args := []string{"list", "-deps", "-json"}
+	for _, p := range belowGenerator {
+		args = append(args, "../"+strings.TrimPrefix(p, "./"))
+	}
+	out, err := exec.Command("go", args...).Output()
+	require.NoError(t, err)
+	n := 0
+	for dec := json.NewDecoder(strings.NewReader(string(out))); dec.More(); {
+		var p listed
+		require.NoError(t, dec.Decode(&p))
+		n++
+		inner, ok := strings.CutPrefix(p.ImportPath, module)
+		assert.False(t, p.ImportPath == strings.TrimSuffix(module, "/"), "the analyzers reach the module's root package, which embeds the generator's sources")
+		assert.False(t, ok && (inner == "gen" || strings.HasPrefix(inner, "gen/")), "the analyzers reach the generator's %s", inner)
+	}
+	assert.Greater(t, n, 10)
 }
 
 func goListDeps(t *testing.T, pkg string) []string {
