@@ -22,7 +22,10 @@ const module = "github.com/idemgen/idemgen/"
 // layers says which of the generator's packages each may import: the flow
 // is load → analyze → ir → emit, one direction, and the facade (gen) alone
 // sees them all. A package not listed here fails the test until its place
-// is decided.
+// is decided. The effect stage (gen/internal/effects) comes after emit:
+// it checks the program as it will be once the outputs are written, and
+// records the effects it allows in the models, for the wrappers' doc
+// comments.
 //
 // The lists are of dependencies, direct or not; the module's data and
 // leaf packages (templates, runtime/idem/ledger and its migformat,
@@ -39,6 +42,10 @@ var layers = map[string][]string{
 	"gen/internal/analyze":   {"gen/internal/diag", "gen/internal/directive", "gen/internal/load", "gen/internal/names", "gen/ir", "gen/stamp"},
 	"gen/internal/golang":    {"gen/ir", "gen/internal/names", "gen/stamp"},
 	"gen/internal/gotest":    {"gen/ir", "gen/internal/names", "gen/internal/golang", "gen/stamp"},
+	// the effect stage reads the models and the loaded packages; the walk
+	// it shares with idemvet's analyzer (internal/effectwalk) is below
+	// both, and imports neither.
+	"gen/internal/effects": {"gen/internal/diag", "gen/internal/directive", "gen/internal/load", "gen/internal/names", "gen/ir", "gen/stamp", "internal/effectwalk"},
 }
 
 // leaves may be reached from any layer.
