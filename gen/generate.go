@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/idemgen/idemgen/gen/internal/effects"
 	"github.com/idemgen/idemgen/gen/internal/load"
 	"github.com/idemgen/idemgen/gen/migrations"
 	"github.com/idemgen/idemgen/gen/stamp"
@@ -103,26 +104,11 @@ func Generate(ctx context.Context, cfg Config) (*Output, error) {
 	}
 	all = append(all, checkLedgerNames(out.Packages)...)
 	if len(all) == 0 {
-		for _, m := range out.Packages {
-			if err := emitPackage(cfg, m, out.Files); err != nil {
-				return nil, err
-			}
-		}
-		// The effect check loads the program as it will be once the
-		// outputs are written; the effects it allows go into the doc
-		// comments, so their packages are emitted again.
-		el, err := checkEffects(ctx, cfg, loaded, out.Packages, out.Files)
+		el, err := emitChecked(ctx, cfg, loaded, out.Packages, out.Files)
 		if err != nil {
 			return nil, err
 		}
 		all = append(all, el...)
-		for _, m := range out.Packages {
-			if len(all) == 0 && hasEffects(m) {
-				if err := emitPackage(cfg, m, out.Files); err != nil {
-					return nil, err
-				}
-			}
-		}
 	}
 	if len(all) > 0 {
 		return out, all.Relative(dir)
@@ -150,19 +136,72 @@ func testFiles(l *load.Package) []string {
 	return l.Test.GoFiles
 }
 
-// emitPackage renders every output of one package into files.
-func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
+// emitChecked emits every package of models into files, with the effect
+// stage between: it loads the program as it will be once the outputs are
+// written, so every output is rendered first; the effects it allows go
+// into the wrappers' doc comments, so only the wrappers file of a package
+// with allowed effects is rendered again (its other outputs, its
+// migrations and its stamp's inputs are not).
+func emitChecked(ctx context.Context, cfg Config, loaded map[string]*load.Package, models []*Package, files map[string][]byte) (ErrorList, error) {
+	var pkgs []*emitted
+	written := map[string][]byte{} // the outputs as the effect check loads them
+	for _, m := range models {
+		em, err := emitPackage(cfg, m, files)
+		if err != nil {
+			return nil, err
+		}
+		em.writeTo(written)
+		pkgs = append(pkgs, em)
+	}
+	el, err := effects.Check(ctx, cfg.Dir, loaded, models, written)
+	if err != nil {
+		return nil, err
+	}
+	for _, em := range pkgs {
+		if len(el) == 0 && effects.HasEffects(em.m) {
+			if em.unstamped, err = newEmitter(em.m).emitGo(); err != nil {
+				return nil, err
+			}
+		}
+		em.writeTo(files)
+	}
+	return el, nil
+}
+
+// emitted is one package's outputs: the wrappers file unstamped, the
+// others by path relative to the package, and the inputs' hash its stamp
+// carries.
+type emitted struct {
+	m         *Package
+	unstamped []byte
+	outputs   map[string][]byte
+	inputs    string
+}
+
+// writeTo puts the package's outputs into files, by absolute path, the
+// wrappers file with its stamp: the inputs' hash and the hash of every
+// output (itself without the stamp included).
+func (em *emitted) writeTo(files map[string][]byte) {
+	files[filepath.Join(em.m.Dir, GoFile)] = stamp.Apply(em.unstamped, em.inputs, em.outputs)
+	for rel, b := range em.outputs {
+		files[filepath.Join(em.m.Dir, filepath.FromSlash(rel))] = b
+	}
+}
+
+// emitPackage renders every output of one package; a generated tests file
+// the package no longer has is marked for removal in files.
+func emitPackage(cfg Config, m *Package, files map[string][]byte) (*emitted, error) {
 	e := newEmitter(m)
 	outputs := map[string][]byte{} // relative to m.Dir
 	if m.MigrationsDir != "" {
 		if err := planMigrations(cfg, m, outputs); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if m.Tests {
 		src, err := e.emitTests(testMigrations(m.MigrationsDir, outputs))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		outputs[TestFile] = src
 	} else if src, err := os.ReadFile(filepath.Join(m.Dir, TestFile)); err == nil && stamp.IsGenerated(src) {
@@ -170,20 +209,13 @@ func emitPackage(cfg Config, m *Package, files map[string][]byte) error {
 	}
 	inputs, err := stamp.Inputs(m.Dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// The wrappers file carries the stamp: the inputs' hash and the hash of
-	// every output (itself without the stamp included).
 	unstamped, err := e.emitGo()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	src := stamp.Apply(unstamped, inputs, outputs)
-	files[filepath.Join(m.Dir, GoFile)] = src
-	for rel, b := range outputs {
-		files[filepath.Join(m.Dir, filepath.FromSlash(rel))] = b
-	}
-	return nil
+	return &emitted{m: m, unstamped: unstamped, outputs: outputs, inputs: inputs}, nil
 }
 
 // writtenMigrations returns the migrations the last run wrote, by name in

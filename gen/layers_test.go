@@ -22,11 +22,15 @@ const module = "github.com/idemgen/idemgen/"
 // layers says which of the generator's packages each may import: the flow
 // is load → analyze → ir → emit, one direction, and the facade (gen) alone
 // sees them all. A package not listed here fails the test until its place
-// is decided.
+// is decided. The effect stage (gen/internal/effects) comes after emit:
+// it checks the program as it will be once the outputs are written, and
+// records the effects it allows in the models, for the wrappers' doc
+// comments.
 //
 // The lists are of dependencies, direct or not; the module's data and
 // leaf packages (templates, runtime/idem/ledger and its migformat,
-// internal/overlay, internal/gocommand) may be reached by any.
+// internal/overlay, internal/gocommand, internal/genheader) may be reached
+// by any.
 var layers = map[string][]string{
 	"gen/ir":                 {},
 	"gen/stamp":              {},
@@ -38,10 +42,14 @@ var layers = map[string][]string{
 	"gen/internal/analyze":   {"gen/internal/diag", "gen/internal/directive", "gen/internal/load", "gen/internal/names", "gen/ir", "gen/stamp"},
 	"gen/internal/golang":    {"gen/ir", "gen/internal/names", "gen/stamp"},
 	"gen/internal/gotest":    {"gen/ir", "gen/internal/names", "gen/internal/golang", "gen/stamp"},
+	// the effect stage reads the models and the loaded packages; the walk
+	// it shares with idemvet's analyzer (internal/effectwalk) is below
+	// both, and imports neither.
+	"gen/internal/effects": {"gen/internal/diag", "gen/internal/directive", "gen/internal/load", "gen/internal/names", "gen/ir", "gen/stamp", "internal/effectwalk"},
 }
 
 // leaves may be reached from any layer.
-var leaves = []string{"templates", "runtime/idem/ledger", "runtime/idem/ledger/migformat", "internal/overlay", "internal/gocommand"}
+var leaves = []string{"templates", "runtime/idem/ledger", "runtime/idem/ledger/migformat", "internal/overlay", "internal/gocommand", "internal/genheader"}
 
 // forbidden are the dependencies a layer must not reach, even indirectly:
 // the model is plain data, and the emitters print it without type-checking
@@ -52,6 +60,12 @@ var forbidden = map[string][]string{
 	"gen/internal/golang": {"go/types", "golang.org/x/tools"},
 	"gen/internal/gotest": {"go/types", "golang.org/x/tools"},
 }
+
+// belowGenerator are the packages that must not depend on the generator
+// (gen/..., nor the module's root package, which embeds its sources): the
+// analyzers and the command that runs them. The arrows run from the
+// generator to what it shares with them, never back up.
+var belowGenerator = []string{"./analysis/...", "./cmd/idemvet"}
 
 type listed struct {
 	ImportPath string
@@ -86,6 +100,27 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAnalysisBelowGenerator: no package under analysis/, nor idemvet,
+// depends on the generator, directly or not.
+func TestAnalysisBelowGenerator(t *testing.T) {
+	args := []string{"list", "-deps", "-json"}
+	for _, p := range belowGenerator {
+		args = append(args, "../"+strings.TrimPrefix(p, "./"))
+	}
+	out, err := exec.Command("go", args...).Output()
+	require.NoError(t, err)
+	n := 0
+	for dec := json.NewDecoder(strings.NewReader(string(out))); dec.More(); {
+		var p listed
+		require.NoError(t, dec.Decode(&p))
+		n++
+		inner, ok := strings.CutPrefix(p.ImportPath, module)
+		assert.False(t, p.ImportPath == strings.TrimSuffix(module, "/"), "the analyzers reach the module's root package, which embeds the generator's sources")
+		assert.False(t, ok && (inner == "gen" || strings.HasPrefix(inner, "gen/")), "the analyzers reach the generator's %s", inner)
+	}
+	assert.Greater(t, n, 10)
 }
 
 func goListDeps(t *testing.T, pkg string) []string {

@@ -59,9 +59,9 @@ func TestFreshModule(t *testing.T) {
 
 // vet runs go vet -vettool=tool ./... in dir and returns its diagnostics,
 // sorted, one a line, and its exit code.
-func vet(t *testing.T, dir, tool string) (string, int) {
+func vet(t *testing.T, dir, tool string, flags ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command("go", "vet", "-vettool="+tool, "./...")
+	cmd := exec.Command("go", append(append([]string{"vet", "-vettool=" + tool}, flags...), "./...")...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	code := 0

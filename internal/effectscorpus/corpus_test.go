@@ -81,8 +81,8 @@ func TestCorpus(t *testing.T) {
 			"not an effect refusal: %s", line)
 	}
 	generator := refusedBy(out)
-	standalone := refusedBy(run(t, 3, bin, "-idemeffects", "./"+casesDir+"/..."))
-	vet := refusedBy(run(t, 1, "go", "vet", "-vettool="+bin, "-idemeffects", "./"+casesDir+"/..."))
+	standalone := refusedBy(run(t, 3, bin, "-effects", "./"+casesDir+"/..."))
+	vet := refusedBy(run(t, 1, "go", "vet", "-vettool="+bin, "-effects", "./"+casesDir+"/..."))
 
 	verdict := func(refused map[string][]string, c string) string {
 		if len(refused[c]) > 0 {

@@ -1,6 +1,6 @@
 // Package overlay writes the go command's -overlay file, for the two places
 // that load packages with files swapped in memory: the generator's loader
-// (gen/internal/load) and the effect analysis (analysis/effects).
+// (gen/internal/load) and the effect walk (internal/effectwalk).
 package overlay
 
 import (

@@ -9,7 +9,7 @@ import (
 	"go/ast"
 	"strings"
 
-	"github.com/idemgen/idemgen/gen/stamp"
+	"github.com/idemgen/idemgen/internal/genheader"
 	"github.com/idemgen/idemgen/internal/gocommand"
 )
 
@@ -69,5 +69,5 @@ func Generated(f *ast.File) bool {
 		return false
 	}
 	c := f.Comments[0].List[0]
-	return c.Pos() < f.Package && c.Text == stamp.Header
+	return c.Pos() < f.Package && c.Text == genheader.Header
 }

@@ -1,4 +1,4 @@
-package effects
+package effectwalk
 
 import (
 	"fmt"
@@ -29,8 +29,12 @@ import (
 // calling package does not import, and effects inside dependencies that
 // are not analysed (the standard library is never walked into in either
 // mode).
+//
+// It is named effects, as the other checks are named by their package
+// (bypass, freshkey, inlinesql); it was idemeffects, and idemvet still
+// takes -idemeffects as another name for -effects.
 var Analyzer = &analysis.Analyzer{
-	Name:      "idemeffects",
+	Name:      "effects",
 	Doc:       "report calls an idempotent method's transaction cannot undo (HTTP, RPC, brokers, mail, processes, other database handles, files)",
 	URL:       "https://pkg.go.dev/github.com/idemgen/idemgen/analysis/effects",
 	Requires:  []*analysis.Analyzer{buildssa.Analyzer},

@@ -1,4 +1,4 @@
-// Package effects finds the calls an idempotent method makes that the
+// Package effectwalk finds the calls an idempotent method makes that the
 // database transaction it runs in cannot undo: an HTTP request, an RPC, a
 // published message, a mail, a process, a write through another database
 // handle or to a file. A retry after a failed commit repeats them.
@@ -40,4 +40,8 @@
 //
 // Analyzer is the same check one package at a time, for go vet-style
 // runs; see its documentation for what that mode can miss.
-package effects
+//
+// The package is shared, below both of its users: the generator's effect
+// stage (gen/internal/effects) runs Load and Check, and idemvet's effects
+// check is Analyzer, exported by analysis/effects. It imports neither.
+package effectwalk
