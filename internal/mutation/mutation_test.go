@@ -700,7 +700,11 @@ func coreMutations() []mutation {
 				{"atomic.go", lostLookup, "if r, found, err := s.readRow(ctx, t, c); !recording && err == nil && answers(r, found) {"},
 			},
 			caught: map[string]*regexp.Regexp{
-				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body_in_the_caller's_transaction": twinNotReplayed,
+				// An unmarked call's refused record is answered by the
+				// second run that AtomicInTx makes, looking up first, when
+				// lost reports the refusal: only a marked call, which
+				// looked up already, has no second run to hide the bug.
+				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body_of_a_marked_retry_in_the_caller's_transaction": twinNotReplayed,
 			},
 		},
 		{

@@ -90,6 +90,7 @@ func (s AtomicTx[S, W, A, R, T]) Run(t *testing.T) {
 	t.Run("twin recorded during the body", s.twinDuringBody(l, rt, twinCase{}))
 	t.Run("body error after a twin recorded", s.twinDuringBody(l, rt, twinCase{fail: true}))
 	t.Run("twin recorded during the body in the caller's transaction", s.twinDuringBody(l, rt, twinCase{inTx: true}))
+	t.Run("twin recorded during the body of a marked retry in the caller's transaction", s.twinDuringBody(l, rt, twinCase{inTx: true, marked: true}))
 	t.Run("twin took the expired key over during the body", s.twinDuringBody(l, rt, twinCase{expired: true}))
 	t.Run("twin of a call holding the key", s.twinOfHolder(l, rt))
 	t.Run("twin queued behind a call that failed", s.twinAfterRollback(l, rt))
@@ -293,6 +294,11 @@ type twinCase struct {
 	// lookup and the twin's find it expired, and the twin takes it over
 	// (the record's takeover form, not the fresh one).
 	expired bool
+	// marked makes the call a marked retry (idem.ContextWithRetry): it
+	// looks the key up before its body (finding nothing yet), so the
+	// twin's row answers it through the lookup after its refused record,
+	// not through a second run that looks up first.
+	marked bool
 }
 
 // twinDuringBody: a twin runs to its end (on another connection) while the
@@ -312,6 +318,9 @@ func (s AtomicTx[S, W, A, R, T]) twinDuringBody(l ledgerSuite[S, W, A, R], rt ca
 			l.once(t, w, ctx, a, "the first request, before the key expires")
 			e.clock.Advance(retentionOf(l.method.Retention) + time.Microsecond)
 			effects++
+			ctx = idem.ContextWithRetry(ctx)
+		}
+		if c.marked {
 			ctx = idem.ContextWithRetry(ctx)
 		}
 		// On a *sql.Tx the call holds the key's lock before its body runs:
