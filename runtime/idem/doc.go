@@ -81,7 +81,7 @@
 // that sends BEGIN with the body's first statement), one at a time on
 // database/sql (sqldriver.go). Atomic mode (atomic.go: atomicRun, and
 // atomicInTxRun under a savepoint) looks the key up with the read
-// statement when the call may be a retry (hint.go; atomicInTxRun always),
+// statement when the call may be a retry (hint.go),
 // runs the body between its hooks (runBody), and writes the
 // key's row once with the record statement sent with COMMIT (a plain
 // INSERT for a key without a row, an upsert that takes an expired row
