@@ -50,7 +50,8 @@ func sortedNames(set map[string]string) []string {
 // dumpStatements renders every statement text the runtime sends, for
 // sample tables: a ledger's and an inline table's (plain and
 // schema-qualified), both clocks, the Citus forms and per-shard sweeps,
-// the key's lock, the standby's statements and Citus's.
+// the key's lock, the standby's statements and Citus's; then the ledger
+// command's.
 func dumpStatements(t *testing.T) string {
 	var b strings.Builder
 	put := func(name, sql string) { fmt.Fprintf(&b, "-- %s\n%s\n\n", name, sql) }
@@ -93,7 +94,33 @@ func dumpStatements(t *testing.T) string {
 		put(fmt.Sprintf("citus claim wait %d", i), st)
 	}
 	put("citus put back", CitusPutBack("2s", "o'ff"))
+	dumpCommandStatements(t, put)
 	return b.String()
+}
+
+// dumpCommandStatements renders the ledger command's statements on sample
+// tables with put.
+func dumpCommandStatements(t *testing.T, put func(name, sql string)) {
+	for _, table := range []string{"idempotency_keys", "billing.idempotency_keys"} {
+		l, err := New(table)
+		require.NoError(t, err)
+		for _, mismatches := range []bool{false, true} {
+			set := statementSet(l.CommandStatements(mismatches))
+			for _, n := range sortedNames(set) {
+				put(fmt.Sprintf("command, ledger %s, mismatch columns %v: %s", table, mismatches, n), set[n])
+			}
+		}
+	}
+	for _, table := range []string{"orders", "shop.orders"} {
+		in, err := NewInline(table)
+		require.NoError(t, err)
+		set := statementSet(in.CommandStatements())
+		for _, n := range sortedNames(set) {
+			put(fmt.Sprintf("command, inline %s: %s", table, n), set[n])
+		}
+	}
+	put("command, find tables", FindTablesSQL)
+	put("command, table stats", TableStatsSQL)
 }
 
 // TestStatementsGolden pins the text of every statement the runtime sends
