@@ -88,11 +88,7 @@ func (s Inline) CreateIndexSQL(concurrently bool) string {
 
 // DropIndexSQL renders the statement that drops the index (a down migration).
 func (s Inline) DropIndexSQL(concurrently bool) string {
-	kw := "DROP INDEX"
-	if concurrently {
-		kw += " CONCURRENTLY"
-	}
-	return fmt.Sprintf("%s IF EXISTS %s;", kw, s.Table.QuotedDerived(InlineIndexSuffix))
+	return Schema{Table: s.Table}.DropIndexSQL(s.Index(), concurrently)
 }
 
 // DropColumnsSQL renders the statement that drops the columns (a down migration).

@@ -51,7 +51,7 @@ func sortedNames(set map[string]string) []string {
 // sample tables: a ledger's and an inline table's (plain and
 // schema-qualified), both clocks, the Citus forms and per-shard sweeps,
 // the key's lock, the standby's statements and Citus's; then the ledger
-// command's.
+// command's and the migration DDL.
 func dumpStatements(t *testing.T) string {
 	var b strings.Builder
 	put := func(name, sql string) { fmt.Fprintf(&b, "-- %s\n%s\n\n", name, sql) }
@@ -95,6 +95,7 @@ func dumpStatements(t *testing.T) string {
 	}
 	put("citus put back", CitusPutBack("2s", "o'ff"))
 	dumpCommandStatements(t, put)
+	dumpDDL(t, put)
 	return b.String()
 }
 
@@ -121,6 +122,50 @@ func dumpCommandStatements(t *testing.T, put func(name, sql string)) {
 	}
 	put("command, find tables", FindTablesSQL)
 	put("command, table stats", TableStatsSQL)
+}
+
+// dumpDDL renders the migration DDL of a sample ledger and inline table
+// with put.
+func dumpDDL(t *testing.T, put func(name, sql string)) {
+	l, err := New("billing.idempotency_keys")
+	require.NoError(t, err)
+	c, err := ParseCitus("citus:billing.orders.tenant_id")
+	require.NoError(t, err)
+	ix, mismatchAt := l.Indexes[0], l.Columns[14]
+	require.Equal(t, "mismatch_at", mismatchAt.Name)
+	storage, names := map[string]string{}, []string{}
+	for _, p := range l.Storage {
+		storage[p[0]] = p[1]
+		names = append(names, p[0])
+	}
+	for _, d := range []struct{ name, sql string }{
+		{"create table", l.CreateTableSQL()},
+		{"create index", l.CreateIndexSQL(ix, false)},
+		{"create index concurrently", l.CreateIndexSQL(ix, true)},
+		{"drop index concurrently", l.DropIndexSQL(ix, true)},
+		{"comments", l.CommentsSQL()},
+		{"drop table", l.DropTableSQL()},
+		{"add column mismatch_at", l.AddColumnSQL(mismatchAt)},
+		{"drop column mismatch_at", l.DropColumnSQL(mismatchAt)},
+		{"set storage", l.SetStorageSQL(storage)},
+		{"reset storage", l.ResetStorageSQL(names)},
+		{"distribute", l.DistributeSQL(c)},
+		{"distribute if local", l.DistributeIfLocalSQL(c)},
+		{"undistribute", l.UndistributeSQL()},
+	} {
+		put("ddl, ledger billing.idempotency_keys: "+d.name, d.sql)
+	}
+	in, err := NewInline("shop.orders")
+	require.NoError(t, err)
+	for i, sql := range in.DDL() {
+		put(fmt.Sprintf("ddl, inline shop.orders: %d", i), sql)
+	}
+	for _, col := range in.Columns {
+		put("ddl, inline shop.orders: add column "+col.Name, in.AddColumnSQL(col))
+		put("ddl, inline shop.orders: drop column "+col.Name, in.DropColumnSQL(col))
+	}
+	put("ddl, inline shop.orders: drop index concurrently", in.DropIndexSQL(true))
+	put("ddl, inline shop.orders: drop columns", in.DropColumnsSQL())
 }
 
 // TestStatementsGolden pins the text of every statement the runtime sends
