@@ -51,7 +51,7 @@ func sortedNames(set map[string]string) []string {
 // sample tables: a ledger's and an inline table's (plain and
 // schema-qualified), both clocks, the Citus forms and per-shard sweeps,
 // the key's lock, the standby's statements and Citus's; then the ledger
-// command's and the migration DDL.
+// command's, the test harness's and the migration DDL.
 func dumpStatements(t *testing.T) string {
 	var b strings.Builder
 	put := func(name, sql string) { fmt.Fprintf(&b, "-- %s\n%s\n\n", name, sql) }
@@ -95,6 +95,7 @@ func dumpStatements(t *testing.T) string {
 	}
 	put("citus put back", CitusPutBack("2s", "o'ff"))
 	dumpCommandStatements(t, put)
+	dumpHarnessStatements(t, put)
 	dumpDDL(t, put)
 	return b.String()
 }
@@ -122,6 +123,23 @@ func dumpCommandStatements(t *testing.T, put func(name, sql string)) {
 	}
 	put("command, find tables", FindTablesSQL)
 	put("command, table stats", TableStatsSQL)
+}
+
+// dumpHarnessStatements renders the test harness's statements on sample
+// tables with put.
+func dumpHarnessStatements(t *testing.T, put func(name, sql string)) {
+	l, err := New("billing.idempotency_keys")
+	require.NoError(t, err)
+	set := statementSet(l.HarnessStatements())
+	for _, n := range sortedNames(set) {
+		put("harness, ledger billing.idempotency_keys: "+n, set[n])
+	}
+	in, err := NewInline("shop.orders")
+	require.NoError(t, err)
+	set = statementSet(in.HarnessStatements())
+	for _, n := range sortedNames(set) {
+		put("harness, inline shop.orders: "+n, set[n])
+	}
 }
 
 // dumpDDL renders the migration DDL of a sample ledger and inline table
