@@ -313,8 +313,9 @@ const sweepDelete = `DELETE FROM %[1]s WHERE (scope, method, key) IN (
     ORDER BY expires_at LIMIT %[3]s FOR UPDATE SKIP LOCKED)`
 
 // ShardSweep is the ledger's sweep (Statements.Sweep) on one shard's table
-// (shard, as Citus names it), its parameters written in: the time as the
-// SQL now (now(), or a literal: TimeLiteral) and the batch's size.
+// (shard, as Citus names it), its parameters written in: the time as SQL
+// (now(), or the store clock's instant as a timestamptz literal) and the
+// batch's size.
 func ShardSweep(shard, now string, batch int) string {
 	return fmt.Sprintf(sweepDelete, shard, now, strconv.Itoa(batch))
 }
