@@ -84,14 +84,11 @@ func (r *renderer) inlinePlan(tables []InlineTable, st dirState, existing map[st
 // (a catalog change, no rewrite), then sets the defaults, which apply to new
 // rows only.
 func (r *renderer) inlineColumnsStmts(s ledger.Inline, add []ledger.Column) (up, down []stmt) {
-	q := s.Table.Quoted()
 	lock, st := pgDuration(r.cfg.LockTimeout), pgDuration(r.cfg.StatementTimeout)
 	up = append(up, r.setTimeouts(true, lock, st), r.lockStmt(s.Table))
 	down = append(down, r.setTimeouts(true, lock, st), r.lockStmt(s.Table))
 	for _, c := range add {
-		sql := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s;", q, ledger.Quote(c.Name), c.Type)
-		sql += fmt.Sprintf("\nCOMMENT ON COLUMN %s.%s IS %s;", q, ledger.Quote(c.Name), quoteLiteral(c.Comment))
-		up = append(up, stmt{Why: []string{capitalize(c.Comment) + "."}, SQL: sql})
+		up = append(up, stmt{Why: []string{capitalize(c.Comment) + "."}, SQL: s.AddColumnSQL(c)})
 	}
 	for _, c := range add {
 		if c.Default != "" {
@@ -106,7 +103,7 @@ func (r *renderer) inlineColumnsStmts(s ledger.Inline, add []ledger.Column) (up,
 		down = append(down, stmt{
 			Why:    []string{"A rollback drops the column the up migration added, with its data."},
 			Ignore: "ban-drop-column",
-			SQL:    fmt.Sprintf("ALTER TABLE %s DROP COLUMN IF EXISTS %s;", q, ledger.Quote(c.Name)),
+			SQL:    s.DropColumnSQL(c),
 		})
 	}
 	return r.txWrap(up, true), r.txWrap(down, false)

@@ -168,14 +168,7 @@ func (r *renderer) createStmts() (up, down []stmt) {
 	lock, st := pgDuration(r.cfg.LockTimeout), pgDuration(r.cfg.StatementTimeout)
 	up = append(up, r.setTimeouts(true, lock, st))
 	up = append(up, stmt{SQL: l.CreateTableSQL()})
-	comments := []string{fmt.Sprintf("COMMENT ON TABLE %s IS %s;", l.Table.Quoted(),
-		quoteLiteral("idempotency ledger written by idemgen: one row per (scope, method, key)"))}
-	for _, c := range l.Columns {
-		if c.Comment != "" {
-			comments = append(comments, fmt.Sprintf("COMMENT ON COLUMN %s.%s IS %s;", l.Table.Quoted(), ledger.Quote(c.Name), quoteLiteral(c.Comment)))
-		}
-	}
-	up = append(up, stmt{Why: []string{"Column comments, for operators reading \\d+ in psql."}, SQL: strings.Join(comments, "\n")})
+	up = append(up, stmt{Why: []string{"Column comments, for operators reading \\d+ in psql."}, SQL: l.CommentsSQL()})
 	for _, ix := range l.Indexes {
 		up = append(up, stmt{
 			Why:    []string{capitalize(ix.Comment) + ". The table was created empty in this transaction: a plain build is instant and blocks no one."},
@@ -190,7 +183,7 @@ func (r *renderer) createStmts() (up, down []stmt) {
 	down = append(down, stmt{
 		Why:    []string{"A rollback drops what the up migration created: the table, its indexes and its rows."},
 		Ignore: "ban-drop-table",
-		SQL:    fmt.Sprintf("DROP TABLE IF EXISTS %s;", l.Table.Quoted()),
+		SQL:    l.DropTableSQL(),
 	})
 	return r.txWrap(up, true), r.txWrap(down, false)
 }
@@ -218,7 +211,7 @@ func (r *renderer) createData(s step) fileData {
 		columns: cols, indexes: ixs, storage: storageMap(l.Storage), citus: r.cfg.Distributed}.String()
 	d.Citus = r.citusData()
 	d.Rollback = r.rollback("drops the table and every stored response in it: a retry of a request made before the rollback runs the method again.",
-		fmt.Sprintf("DROP TABLE IF EXISTS %s;", l.Table.Quoted()))
+		l.DropTableSQL())
 	return d
 }
 
@@ -245,18 +238,11 @@ func (r *renderer) distributeStmts() (up, down []stmt) {
 	}
 	dist := r.distributeStmt(*r.cfg.citus)
 	dist.Why = append(dist.Why, "Skipped when the table is distributed already (by hand, with create_distributed_table_concurrently). The copied rows are then removed from the coordinator's local table, where Citus leaves them on disk, unseen.")
-	dist.SQL = r.format.Block(fmt.Sprintf(`DO $$
-BEGIN
-    IF NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = to_regclass(%s)) THEN
-        PERFORM %s
-        PERFORM truncate_local_data_after_distributing_table(%s);
-    END IF;
-END
-$$;`, quoteLiteral(r.ledger.Table.Quoted()), strings.TrimPrefix(dist.SQL, "SELECT "), quoteLiteral(r.ledger.Table.Quoted())))
+	dist.SQL = r.format.Block(r.ledger.DistributeIfLocalSQL(*r.cfg.citus))
 	up = append(up, set, dist)
 	down = append(down, set, stmt{
 		Why: []string{"A rollback turns the ledger back into a local table on the coordinator, rows included."},
-		SQL: fmt.Sprintf("SELECT undistribute_table(%s);", quoteLiteral(r.ledger.Table.Quoted())),
+		SQL: r.ledger.UndistributeSQL(),
 	})
 	return r.txWrap(up, true), r.txWrap(down, false)
 }
@@ -265,7 +251,7 @@ func (r *renderer) distributeData() fileData {
 	d := r.base("distribute")
 	d.Citus = r.citusData()
 	d.State = fileState{format: r.cfg.Format, table: r.ledger.Table.String(), citus: r.cfg.Distributed}.String()
-	d.Rollback = r.rollback("turns the ledger back into a local table on the coordinator.", fmt.Sprintf("SELECT undistribute_table(%s);", quoteLiteral(r.ledger.Table.Quoted())))
+	d.Rollback = r.rollback("turns the ledger back into a local table on the coordinator.", r.ledger.UndistributeSQL())
 	return d
 }
 
@@ -280,20 +266,15 @@ func (r *renderer) citusData() *citusData {
 
 func (r *renderer) alterStmts(s step) (up, down []stmt) {
 	l := r.ledger
-	q := l.Table.Quoted()
 	lock, st := pgDuration(r.cfg.LockTimeout), pgDuration(r.cfg.StatementTimeout)
 	up = append(up, r.setTimeouts(true, lock, st), r.lockStmt(l.Table))
 	down = append(down, r.setTimeouts(true, lock, st), r.lockStmt(l.Table))
 	for _, c := range s.columns {
-		sql := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s;", q, c.Def())
-		if c.Comment != "" {
-			sql += fmt.Sprintf("\nCOMMENT ON COLUMN %s.%s IS %s;", q, ledger.Quote(c.Name), quoteLiteral(c.Comment))
-		}
-		up = append(up, stmt{Why: []string{capitalize(c.Comment) + "."}, SQL: sql})
+		up = append(up, stmt{Why: []string{capitalize(c.Comment) + "."}, SQL: l.AddColumnSQL(c)})
 	}
 	if s.storage != nil {
 		up = append(up, stmt{Why: []string{"Vacuum early: every row is inserted, updated once and deleted."},
-			SQL: fmt.Sprintf("ALTER TABLE %s SET (%s);", q, storageAssign(s.storage, " = "))})
+			SQL: l.SetStorageSQL(s.storage)})
 		var reset []string
 		prev := map[string]string{}
 		for _, k := range slices.Sorted(maps.Keys(s.storage)) {
@@ -305,10 +286,10 @@ func (r *renderer) alterStmts(s step) (up, down []stmt) {
 		}
 		var sql []string
 		if len(prev) > 0 {
-			sql = append(sql, fmt.Sprintf("ALTER TABLE %s SET (%s);", q, storageAssign(prev, " = ")))
+			sql = append(sql, l.SetStorageSQL(prev))
 		}
 		if len(reset) > 0 {
-			sql = append(sql, fmt.Sprintf("ALTER TABLE %s RESET (%s);", q, strings.Join(reset, ", ")))
+			sql = append(sql, l.ResetStorageSQL(reset))
 		}
 		down = append(down, stmt{Why: []string{"Restore the previous autovacuum settings."}, SQL: strings.Join(sql, "\n")})
 	}
@@ -317,7 +298,7 @@ func (r *renderer) alterStmts(s step) (up, down []stmt) {
 		down = append(down, stmt{
 			Why:    []string{"A rollback drops the column the up migration added, with its data."},
 			Ignore: "ban-drop-column",
-			SQL:    fmt.Sprintf("ALTER TABLE %s DROP COLUMN IF EXISTS %s;", q, ledger.Quote(c.Name)),
+			SQL:    l.DropColumnSQL(c),
 		})
 	}
 	return r.txWrap(up, true), r.txWrap(down, false)
@@ -407,13 +388,13 @@ func (r *renderer) renderIndex(s step, version uint64, width int) (map[string][]
 	}
 	reset := stmt{SQL: "RESET lock_timeout;\nRESET statement_timeout;"}
 	build := stmt{Why: []string{capitalize(ix.Comment) + "."}, SQL: l.CreateIndexSQL(ix, true)}
-	drop := stmt{Why: []string{"A rollback drops the index without blocking writes."}, SQL: fmt.Sprintf("DROP INDEX CONCURRENTLY IF EXISTS %s;", qname)}
+	drop := stmt{Why: []string{"A rollback drops the index without blocking writes."}, SQL: l.DropIndexSQL(ix, true)}
 	check := stmt{Why: []string{"Stop here if the build failed and left an INVALID index (see the header)."}, SQL: r.validCheck(qname)}
 
 	if !r.format.Lone {
 		up := []stmt{set, build, check, reset}
 		down := []stmt{set, drop, reset}
-		d.Rollback = r.rollback("drops the index without blocking writes.", fmt.Sprintf("DROP INDEX CONCURRENTLY IF EXISTS %s;", qname))
+		d.Rollback = r.rollback("drops the index without blocking writes.", l.DropIndexSQL(ix, true))
 		files, err := r.files(d, up, down, version, width, slug)
 		return files, 1, err
 	}

@@ -177,7 +177,15 @@ func withoutInMigrations(old, new string) edit {
 		fmt.Sprintf("up, err := s.format.Up(strings.Replace(string(f.data), %q, %q, 1))", old, new)}
 }
 
-// The atomic record's conflict clause (queries.go), in its takeover form:
+// The files of runtime/idem/ledger that hold the runtime's statements: the
+// ledger's (per mode and clock, with their Citus forms, and the key's lock)
+// and inline mode's.
+const (
+	statementsFile       = "ledger/statements.go"
+	inlineStatementsFile = "ledger/inline.go"
+)
+
+// The atomic record's conflict clause (statementsFile), in its takeover form:
 // an expired row whose fence the lookup saw is taken over, and any other
 // row refuses the record. Its fresh form, for a key the lookup found no
 // row for, is the same INSERT without it (recordForms).
@@ -189,26 +197,26 @@ const recordConflict = "\n    ON CONFLICT (scope, method, key) DO UPDATE\n" +
 	"        locked_until = NULL, intention = excluded.intention`"
 
 // The atomic record's condition on the row it conflicts with, and its
-// guard (queries.go): a row that may not be taken over divides the fence
+// guard (statementsFile): a row that may not be taken over divides the fence
 // by zero, so the pipelined COMMIT rolls the work back.
 const recordWhere = "        fence = excluded.fence / (%[5]s AND t.fence = $9)::int,\n"
 
-// The end of the atomic record's conflict clause (queries.go).
+// The end of the atomic record's conflict clause (statementsFile).
 const recordEnd = "        locked_until = NULL, intention = excluded.intention`"
 
 // Which form of the record Atomic sends (atomic.go): the fresh one (a
 // plain INSERT) when its lookup found no row.
 const recordFresh = "\tfresh := seen == 0 && !inTx\n"
 
-// The record's two forms on Citus (queries.go).
-const recordCitusForms = "\t\trecordCitus: recordForms(table, now, \"VALUES (\", \")\", reclaimable),\n"
+// The record's two forms on Citus (statementsFile).
+const recordCitusForms = "\tq.RecordCitus = recordForms(table, now, \"VALUES (\", \")\", reclaimable)\n"
 
-// The fresh form of the record, made from the takeover form (queries.go).
-const recordFreshForm = "\treturn recordStmts{fresh: withoutParam(fresh, 9), takeover: takeover}\n"
+// The fresh form of the record, made from the takeover form (statementsFile).
+const recordFreshForm = "\treturn RecordForms{Fresh: withoutParam(fresh, 9), Takeover: takeover}\n"
 
 // The lookup after an atomic attempt lost (atomic.go): a twin's row
 // answers, whatever made the attempt lose.
-// The key's lock statement (runtime/idem/keylock.go): its try, its claim
+// The key's lock statement (statementsFile): its try, its claim
 // wait, the setting it puts back; and lost's answer to a wait that ran out.
 const (
 	keyLockTry       = "SELECT pg_try_advisory_xact_lock($1::bigint) AS free"
@@ -219,7 +227,7 @@ const (
 
 const lostLookup = "if r, found, err := s.readRow(ctx, t, c); err == nil && answers(r, found) {"
 
-// The external claim's conflict clause (queries.go).
+// The external claim's conflict clause (statementsFile).
 const externalConflict = "ON CONFLICT (scope, method, key) DO UPDATE\n" +
 	"SET status = 'in_progress', fence = t.fence + 1, locked_until = excluded.locked_until,\n" +
 	"    fingerprint = excluded.fingerprint, response = NULL, error_name = NULL, error_message = NULL,\n" +
@@ -396,8 +404,8 @@ func promiseMutations() []mutation {
 			bug:  "the record and finish statements store NULL instead of the encoded response",
 			edits: []edit{
 				// NULL::bytea || $n is NULL, and still tells PostgreSQL $n's type.
-				{"queries.go", "%[3]s$2, $3, $4, $5, 'done', $10,", "%[3]s$2, $3, $4, $5, 'done', NULL::bytea || $10,"},
-				{"queries.go", "SET status = 'done', response = $4,", "SET status = 'done', response = NULL::bytea || $4,"},
+				{statementsFile, "%[3]s$2, $3, $4, $5, 'done', $10,", "%[3]s$2, $3, $4, $5, 'done', NULL::bytea || $10,"},
+				{statementsFile, "SET status = 'done', response = $4,", "SET status = 'done', response = NULL::bytea || $4,"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twins": replayFailed,
@@ -409,7 +417,7 @@ func promiseMutations() []mutation {
 			name: "i_external_lock_ignored",
 			bug:  "an external claim takes over an in-progress row whatever its lock",
 			edits: []edit{
-				{"queries.go", "AND t.fingerprint = excluded.fingerprint AND t.locked_until <= excluded.created_at)", "AND t.fingerprint = excluded.fingerprint)"},
+				{statementsFile, "AND t.fingerprint = excluded.fingerprint AND t.locked_until <= excluded.created_at)", "AND t.fingerprint = excluded.fingerprint)"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsPayout/twins":                         (ranTwice),
@@ -420,7 +428,7 @@ func promiseMutations() []mutation {
 			name: "j_fence_not_checked",
 			bug:  "an external attempt finalises when its fencing token is not older than the row's (>= instead of =), so a zombie overwrites its takeover",
 			edits: []edit{
-				{"queries.go", "WHERE %[2]s AND fence = $7 AND intention", "WHERE %[2]s AND fence >= $7 AND intention"},
+				{statementsFile, "WHERE %[2]s AND fence = $7 AND intention", "WHERE %[2]s AND fence >= $7 AND intention"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsPayout/attempt_that_outlived_its_lock": zombieFinished,
@@ -469,7 +477,7 @@ func promiseMutations() []mutation {
 			bug: "an external attempt finalises when its fence matches, whatever its intention: after a sweep the key's " +
 				"fences start again, so a stale attempt overwrites the new request's answer",
 			edits: []edit{
-				{"queries.go", "WHERE %[2]s AND fence = $7 AND intention IS NOT DISTINCT FROM $8::uuid AND status",
+				{statementsFile, "WHERE %[2]s AND fence = $7 AND intention IS NOT DISTINCT FROM $8::uuid AND status",
 					"WHERE %[2]s AND fence = $7 AND (intention IS NOT DISTINCT FROM $8::uuid OR $8::uuid IS NOT NULL) AND status"},
 			},
 			caught: map[string]*regexp.Regexp{
@@ -491,7 +499,7 @@ func promiseMutations() []mutation {
 			name: "m_sweep_deletes_live_rows",
 			bug:  "the sweep deletes rows whatever their expiry",
 			edits: []edit{
-				{"queries.go", "    SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s AND", "    SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s + interval '100 years' AND"},
+				{statementsFile, "    SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s AND", "    SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s + interval '100 years' AND"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/sweep_keeps_live_keys": sweptLive,
@@ -529,8 +537,8 @@ func inlineMutations() []mutation {
 			name: "r_inline_expired_key_kept",
 			bug:  "an expired inline key is never taken off its old row, so a key reused after its retention replays the old row",
 			edits: []edit{
-				{"inlinemethod.go", "WHERE %[3]s = $1 AND %[4]s = $2 AND %[5]s <= now()", "WHERE false AND %[3]s = $1 AND %[4]s = $2 AND %[5]s <= now()"},
-				{"inlinemethod.go", "WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s <= $1::timestamptz", "WHERE false AND %[3]s = $2 AND %[4]s = $3 AND %[5]s <= $1::timestamptz"},
+				{inlineStatementsFile, "WHERE %[3]s = $1 AND %[4]s = $2 AND %[5]s <= now()", "WHERE false AND %[3]s = $1 AND %[4]s = $2 AND %[5]s <= now()"},
+				{inlineStatementsFile, "WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s <= $1::timestamptz", "WHERE false AND %[3]s = $2 AND %[4]s = $3 AND %[5]s <= $1::timestamptz"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/expired_key": inlineNotFreed,
@@ -539,7 +547,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "s_inline_sweep_clears_live_keys",
 			bug:   "the inline sweep takes every key off its row, whatever its age",
-			edits: []edit{{"inlinemethod.go", "    WHERE %[4]s IS NOT NULL AND %[5]s + %[7]s * interval '1 microsecond' <= %[6]s", "    WHERE %[4]s IS NOT NULL AND %[5]s + %[7]s * interval '0 microsecond' <= %[6]s"}},
+			edits: []edit{{inlineStatementsFile, "    WHERE %[4]s IS NOT NULL AND %[5]s + %[7]s * interval '1 microsecond' <= %[6]s", "    WHERE %[4]s IS NOT NULL AND %[5]s + %[7]s * interval '0 microsecond' <= %[6]s"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/sweep_keeps_live_keys": inlineSweptLive,
 			},
@@ -556,7 +564,7 @@ func inlineMutations() []mutation {
 		{
 			name:  "u_inline_key_not_checked",
 			bug:   "the check sent with COMMIT accepts a body that wrote no row under its key",
-			edits: []edit{{"inlinemethod.go", "SELECT 1 / (count(*) = 1)::int FROM", "SELECT 1 / (count(*) >= 0)::int FROM"}},
+			edits: []edit{{inlineStatementsFile, "SELECT 1 / (count(*) = 1)::int FROM", "SELECT 1 / (count(*) >= 0)::int FROM"}},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsDeposit/body_that_forgets_the_key": inlineForgot,
 			},
@@ -610,8 +618,8 @@ func coreMutations() []mutation {
 				// The takeover form's clause needs no unique index this
 				// way (it then lacks $9, which only an expired key's
 				// record sends; the fresh form is unchanged).
-				{"queries.go", recordConflict, "\n    ON CONFLICT DO NOTHING`"},
-				{"queries.go", externalConflict, "RETURNING fence, steps, intention, t.fence > 1 AS taken_over`"},
+				{statementsFile, recordConflict, "\n    ON CONFLICT DO NOTHING`"},
+				{statementsFile, externalConflict, "RETURNING fence, steps, intention, t.fence > 1 AS taken_over`"},
 			},
 			caught: map[string]*regexp.Regexp{
 				// Atomic twins each record their own row, and each
@@ -643,7 +651,7 @@ func coreMutations() []mutation {
 			bug: "the record is one upsert, for new keys too, that always wins: a key a twin recorded is recorded again, " +
 				"so the insert's conflict no longer decides whose work commits",
 			edits: []edit{
-				{"queries.go", recordWhere, "        fence = excluded.fence / ($9::bigint >= 0)::int,\n"},
+				{statementsFile, recordWhere, "        fence = excluded.fence / ($9::bigint >= 0)::int,\n"},
 				{"atomic.go", recordFresh, "\tfresh := false\n"},
 			},
 			caught: map[string]*regexp.Regexp{
@@ -671,8 +679,8 @@ func coreMutations() []mutation {
 				"so the stored response is never replayed and every retry runs the body again",
 			edits: []edit{
 				{"atomic.go", lookupAnswers, "\treturn found && !r.expired && r.status != StatusDone\n"},
-				{"queries.go", recordWhere, "        fence = excluded.fence / ((%[5]s OR t.status = 'done') AND t.fence = $9)::int,\n"},
-				{"queries.go", "WHERE %[3]s\n   OR (t.status = 'in_progress'",
+				{statementsFile, recordWhere, "        fence = excluded.fence / ((%[5]s OR t.status = 'done') AND t.fence = $9)::int,\n"},
+				{statementsFile, "WHERE %[3]s\n   OR (t.status = 'in_progress'",
 					"WHERE %[3]s OR t.status = 'done'\n   OR (t.status = 'in_progress'"},
 				// An external claim that lost to a row which is done by the
 				// time it reads it claims again instead of replaying.
@@ -714,8 +722,8 @@ func coreMutations() []mutation {
 			edits: []edit{
 				// The old guard's bug: a conflict clause whose condition
 				// matches no row writes nothing and raises nothing.
-				{"queries.go", recordWhere, "        fence = excluded.fence,\n"},
-				{"queries.go", recordEnd, "        locked_until = NULL, intention = excluded.intention\n    WHERE %[5]s AND t.fence = $9`"},
+				{statementsFile, recordWhere, "        fence = excluded.fence,\n"},
+				{statementsFile, recordEnd, "        locked_until = NULL, intention = excluded.intention\n    WHERE %[5]s AND t.fence = $9`"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twin_took_the_expired_key_over_during_the_body":            twinNotReplayed,
@@ -728,7 +736,7 @@ func coreMutations() []mutation {
 			bug: "the fresh record is made safe with ON CONFLICT DO NOTHING: a row a twin committed makes it write " +
 				"nothing and raise nothing, and the COMMIT sent with it commits the work",
 			edits: []edit{
-				{"queries.go", recordFreshForm, "\treturn recordStmts{fresh: withoutParam(fresh, 9) + \"\\n    ON CONFLICT DO NOTHING\", takeover: takeover}\n"},
+				{statementsFile, recordFreshForm, "\treturn RecordForms{Fresh: withoutParam(fresh, 9) + \"\\n    ON CONFLICT DO NOTHING\", Takeover: takeover}\n"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body": twinNotReplayed,
@@ -742,11 +750,7 @@ func coreMutations() []mutation {
 			bug: "on Citus, the fresh record is made safe with ON CONFLICT DO NOTHING: a row a twin committed makes it " +
 				"write nothing and raise nothing, and the COMMIT sent with it commits the work",
 			edits: []edit{
-				{"queries.go", recordCitusForms, "\t\trecordCitus: func() recordStmts {\n" +
-					"\t\t\tr := recordForms(table, now, \"VALUES (\", \")\", reclaimable)\n" +
-					"\t\t\tr.fresh += \"\\n    ON CONFLICT DO NOTHING\"\n" +
-					"\t\t\treturn r\n" +
-					"\t\t}(),\n"},
+				{statementsFile, recordCitusForms, recordCitusForms + "\tq.RecordCitus.Fresh += \"\\n    ON CONFLICT DO NOTHING\"\n"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twin_recorded_during_the_body": twinNotReplayed,
@@ -759,7 +763,7 @@ func coreMutations() []mutation {
 			bug: "the key's lock is never taken (the try reads as free): a twin of a call holding the key runs its body " +
 				"beside it, and waits on whatever the call's work holds, for as long as its context allows",
 			edits: []edit{
-				{"keylock.go", keyLockTry, "SELECT $1::bigint IS NOT NULL AS free"},
+				{statementsFile, keyLockTry, "SELECT $1::bigint IS NOT NULL AS free"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twin_of_a_call_holding_the_key":        twinNotInProgress,
@@ -772,7 +776,7 @@ func coreMutations() []mutation {
 			bug: "the key's lock is waited for under the connection's own lock_timeout, not the claim wait: " +
 				"a twin of a call holding the key waits for it as long as its context allows",
 			edits: []edit{
-				{"keylock.go", keyLockClaimWait, "set_config('lock_timeout', left($2, 0) || lock_timeout, true)"},
+				{statementsFile, keyLockClaimWait, "set_config('lock_timeout', left($2, 0) || lock_timeout, true)"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twin_of_a_call_holding_the_key": twinNotInProgress,
@@ -783,7 +787,7 @@ func coreMutations() []mutation {
 			bug: "the lock_timeout the key's lock set (the claim wait) is not put back: " +
 				"a twin that waited for the key runs its body under the claim wait, not its connection's setting",
 			edits: []edit{
-				{"keylock.go", keyLockPutBack, "SELECT 1 FROM saved, locked"},
+				{statementsFile, keyLockPutBack, "SELECT 1 FROM saved, locked"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/twin_queued_behind_a_call_that_failed": bodyLockTimeout,

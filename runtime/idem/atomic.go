@@ -175,9 +175,9 @@ func atomicRun[R any](ctx context.Context, s *Store, m *Method[R], c call, t att
 // record returns atomic mode's record statement for a lookup that saw
 // fence seen (0: no row), its prelude and its arguments: the key's row,
 // with fence seen+1, the outcome, and the claim wait. Atomic sends the
-// fresh form for no row (recordStmts), the takeover form, which also
+// fresh form for no row (ledger.RecordForms), the takeover form, which also
 // takes seen, for an expired one; AtomicInTx the takeover form always
-// (recordInTx). On Citus, it is recordCitus, after the claim wait's SET
+// (RecordInTx). On Citus, it is RecordCitus, after the claim wait's SET
 // LOCAL statements (citusClaimWait) and without the claim wait.
 func (s *Store) record(citus, inTx bool, c call, retention time.Duration, seen int64, resp []byte, errName, errMsg *string) (prelude []string, stmt string, args []any) {
 	fresh := seen == 0 && !inTx
@@ -188,11 +188,11 @@ func (s *Store) record(citus, inTx bool, c call, retention time.Duration, seen i
 	args = append(args, resp, errName, errMsg)
 	switch {
 	case citus:
-		return s.citusClaimWait(), s.q.recordCitus.form(fresh), args
+		return s.citusClaimWait(), s.q.RecordCitus.Form(fresh), args
 	case inTx:
-		return nil, s.q.recordInTx, append(args, s.claimWaitSetting())
+		return nil, s.q.RecordInTx, append(args, s.claimWaitSetting())
 	}
-	return nil, s.q.record.form(fresh), append(args, s.claimWaitSetting())
+	return nil, s.q.Record.Form(fresh), append(args, s.claimWaitSetting())
 }
 
 // definite reports a record (or its COMMIT) that certainly did not

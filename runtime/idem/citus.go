@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // A ledger (or an inline table) distributed on Citus is swept per shard:
@@ -33,37 +35,20 @@ type citusShard struct {
 	Placements int `json:"placements"`
 }
 
-// citusCatalogSQL tells whether the database has Citus's catalog.
-const citusCatalogSQL = `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL`
-
-// citusShardsSQL lists the shards of table $1 when it is hash-distributed,
-// as one JSON array (one row, so that both drivers scan it alike).
-const citusShardsSQL = `SELECT coalesce(json_agg(json_build_object(
-    'id', s.shardid, 'name', shard_name(s.logicalrelid, s.shardid),
-    'host', p.nodename, 'port', p.nodeport,
-    'placements', (SELECT count(*) FROM pg_dist_shard_placement c WHERE c.shardid = s.shardid)) ORDER BY s.shardid), '[]')::text
-FROM pg_dist_shard s
-JOIN pg_dist_partition d ON d.logicalrelid = s.logicalrelid AND d.partmethod = 'h'
-JOIN LATERAL (SELECT nodename, nodeport FROM pg_dist_shard_placement c WHERE c.shardid = s.shardid ORDER BY placementid LIMIT 1) p ON true
-WHERE s.logicalrelid = to_regclass($1)`
-
-// citusOnShardSQL runs command $3 on the node $1:$2 holding a shard.
-const citusOnShardSQL = `SELECT success, result FROM master_run_on_worker(ARRAY[$1::text], ARRAY[$2::int], ARRAY[$3::text], false)`
-
 // citusShards returns the shards of table (quoted) when it is a
 // hash-distributed Citus table, nil when it is not (plain PostgreSQL, or a
 // table Citus does not shard by hash). They are read at every sweep, so a
 // rebalanced cluster is swept where its shards now are.
 func (s *Store) citusShards(ctx context.Context, table string) ([]citusShard, error) {
 	var citus bool
-	if err := s.pool.QueryRow(ctx, citusCatalogSQL).Scan(&citus); err != nil {
+	if err := s.pool.QueryRow(ctx, ledger.CitusCatalogSQL).Scan(&citus); err != nil {
 		return nil, fmt.Errorf("look for Citus's catalog: %w", err)
 	}
 	if !citus {
 		return nil, nil
 	}
 	var list string
-	if err := s.pool.QueryRow(ctx, citusShardsSQL, table).Scan(&list); err != nil {
+	if err := s.pool.QueryRow(ctx, ledger.CitusShardsSQL, table).Scan(&list); err != nil {
 		return nil, fmt.Errorf("read the shards of %s: %w", table, err)
 	}
 	var shards []citusShard
@@ -83,7 +68,7 @@ func (s *Store) citusShards(ctx context.Context, table string) ([]citusShard, er
 func (s *Store) onShard(ctx context.Context, sh citusShard, command string) (int64, error) {
 	var ok bool
 	var result string
-	if err := s.pool.QueryRow(ctx, citusOnShardSQL, sh.Host, sh.Port, command).Scan(&ok, &result); err != nil {
+	if err := s.pool.QueryRow(ctx, ledger.CitusOnShardSQL, sh.Host, sh.Port, command).Scan(&ok, &result); err != nil {
 		return 0, fmt.Errorf("shard %d on %s:%d: %w", sh.ID, sh.Host, sh.Port, err)
 	}
 	if !ok {
@@ -136,16 +121,6 @@ func (s *Store) nowLiteral() string {
 	return "'" + t.UTC().Format("2006-01-02 15:04:05.999999") + "+00'::timestamptz"
 }
 
-// ledgerShardSweep is the ledger's sweep (the sweep statement of
-// queries.go) on one shard's table, its parameters written in: one batch of
-// expired rows, oldest first, skipping rows a claim holds; a row whose lock
-// is live is never deleted.
-func ledgerShardSweep(shard, now string, batch int) string {
-	return fmt.Sprintf(`DELETE FROM %[1]s WHERE (scope, method, key) IN (
-    SELECT scope, method, key FROM %[1]s WHERE expires_at <= %[2]s AND (locked_until IS NULL OR locked_until <= %[2]s)
-    ORDER BY expires_at LIMIT %[3]d FOR UPDATE SKIP LOCKED)`, shard, now, batch)
-}
-
 // What the store knows of its server (Store.citus).
 const (
 	citusUnknown int32 = iota
@@ -153,13 +128,10 @@ const (
 	citusYes
 )
 
-// citusLoadedSQL tells whether the server runs Citus: its settings exist.
-const citusLoadedSQL = `SELECT current_setting('citus.propagate_set_commands', true) IS NOT NULL`
-
 // onCitus reports whether the store's server runs Citus, which needs
-// other forms of two statements (recordCitus, mismatchCitus). It asks on
-// q once per store, on its first atomic call (or mismatch record): one
-// statement, before the lookup. A Citus coordinator whose ledger is not
+// other forms of two statements (ledger.Statements.RecordCitus and
+// MismatchCitus). It asks on q once per store, on its first atomic call
+// (or mismatch record): one statement, before the lookup. A Citus coordinator whose ledger is not
 // distributed gets the Citus forms too, which hold there as well.
 func (s *Store) onCitus(ctx context.Context, q stmts) (bool, error) {
 	switch s.citus.Load() {
@@ -169,7 +141,7 @@ func (s *Store) onCitus(ctx context.Context, q stmts) (bool, error) {
 		return false, nil
 	}
 	var yes bool
-	if err := q.QueryRow(ctx, citusLoadedSQL).Scan(&yes); err != nil {
+	if err := q.QueryRow(ctx, ledger.CitusLoadedSQL).Scan(&yes); err != nil {
 		return false, fmt.Errorf("ask whether the server runs Citus: %w", err)
 	}
 	if yes {
@@ -180,38 +152,18 @@ func (s *Store) onCitus(ctx context.Context, q stmts) (bool, error) {
 	return yes, nil
 }
 
-// citusClaimWait is the prelude of the record on Citus: the claim wait as
-// a transaction-local lock_timeout. A lock_timeout set on the coordinator
-// does not bound a wait on a worker, so the record statement cannot set
-// it as on one server; with citus.propagate_set_commands = 'local', Citus
-// sends the SET LOCAL statements that follow to the workers in the
-// transaction, and to those it joins later (the record's own). Both end
-// with the transaction (Atomic's COMMIT), or with a rollback to the
-// savepoint; after RELEASE they stay, so AtomicInTx puts the caller's back
-// (citusPutBack).
-func (s *Store) citusClaimWait() []string {
-	return []string{
-		"SET LOCAL citus.propagate_set_commands = 'local'",
-		"SET LOCAL lock_timeout = " + quoteLiteral(s.claimWaitSetting()),
-	}
-}
-
-// citusSettingsSQL reads the settings citusClaimWait changes.
-const citusSettingsSQL = `SELECT current_setting('lock_timeout'), current_setting('citus.propagate_set_commands')`
+// citusClaimWait is the prelude of the record on Citus: the store's claim
+// wait as transaction-local SET LOCAL statements (ledger.CitusClaimWait).
+func (s *Store) citusClaimWait() []string { return ledger.CitusClaimWait(s.claimWaitSetting()) }
 
 // citusPutBack reads, in the caller's transaction q, the settings
 // citusClaimWait changes, and returns the statements that put them back,
-// on the coordinator and the workers: sent after RELEASE.
+// on the coordinator and the workers: sent after RELEASE
+// (ledger.CitusPutBack).
 func citusPutBack(ctx context.Context, q stmts) (string, error) {
 	var lockTimeout, propagate string
-	if err := q.QueryRow(ctx, citusSettingsSQL).Scan(&lockTimeout, &propagate); err != nil {
+	if err := q.QueryRow(ctx, ledger.CitusSettingsSQL).Scan(&lockTimeout, &propagate); err != nil {
 		return "", err
 	}
-	return "SET LOCAL citus.propagate_set_commands = 'local'; SET LOCAL lock_timeout = " + quoteLiteral(lockTimeout) +
-		"; SET LOCAL citus.propagate_set_commands = " + quoteLiteral(propagate), nil
-}
-
-// quoteLiteral quotes v as an SQL string literal.
-func quoteLiteral(v string) string {
-	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	return ledger.CitusPutBack(lockTimeout, propagate), nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // The claim: the statement that decides which call's outcome stands. For
-// atomic mode it is the record statement (queries.go), which writes the
+// atomic mode it is the record statement (ledger.Statements.Record), which writes the
 // key's row once, with the outcome, before COMMIT (atomic.go); for external
 // mode claimExternal (external.go); for inline mode the body's own INSERT
 // (inlinetx.go, lostInlineClaim). What they share is here: the claim wait,
@@ -40,7 +40,7 @@ func isLockTimeout(err error) bool {
 
 // readRow runs the read statement. found is false when there is no row.
 func (s *Store) readRow(ctx context.Context, q stmts, c call) (r ledgerRow, found bool, err error) {
-	return scanRow(q.QueryRow(ctx, s.q.read, s.at(c.scope, c.method, c.key)...), c)
+	return scanRow(q.QueryRow(ctx, s.q.Read, s.at(c.scope, c.method, c.key)...), c)
 }
 
 // scanRow scans the answer to the read statement.

@@ -85,7 +85,7 @@
 // runs the body between its hooks (runBody), and writes the
 // key's row once with the record statement sent with COMMIT (a plain
 // INSERT for a key without a row, an upsert that takes an expired row
-// over: recordStmts); an attempt
+// over: ledger.RecordForms); an attempt
 // that lost (the record refused, or the body failed) rolls back and looks
 // the key up again (lost). What the claims share (the claim wait, the
 // read) is in claim.go; external mode's claim is claimExternal, inline
@@ -97,8 +97,10 @@
 // can settle is retried in retry.go;
 // expired keys go in sweep.go, on a schedule in janitor.go. Inline mode's
 // statements ride along the body's own, so its attempt is per driver
-// (inlinepgx.go, inlinesql.go). The SQL text is in queries.go (the
-// ledger's and the standby's) and inlinemethod.go (inline mode's); the
+// (inlinepgx.go, inlinesql.go). The SQL text is in package ledger
+// (runtime/idem/ledger: the ledger's statements per mode and clock, with
+// their Citus forms, inline mode's, the key's lock, the standby's, beside
+// the DDL); the
 // names this package had before the entry points took either transaction
 // (AtomicSQL, ...) forward from deprecated.go.
 //

@@ -158,7 +158,7 @@ var errRecordRefused = errors.New("idem: the key was recorded by another request
 
 // errKeyTaken marks the unique violation (23505) of the statement that
 // stores a call's outcome, as finish returns it: the fresh record's plain
-// INSERT met a row a twin committed since the lookup (recordStmts). A
+// INSERT met a row a twin committed since the lookup (ledger.RecordForms). A
 // unique violation the COMMIT raises (a deferred constraint of the body's
 // tables) is not marked.
 var errKeyTaken = errors.New("idem: the key's row was committed by a twin after the lookup")

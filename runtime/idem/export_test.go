@@ -18,7 +18,7 @@ func RecordForNewKey(s *Store, method, key string, fingerprint, resp []byte, ups
 	}
 	// The takeover form also takes the fence the lookup saw (0: no row),
 	// before the outcome's three arguments and the claim wait.
-	return s.q.record.takeover, slices.Insert(args, len(args)-4, any(int64(0)))
+	return s.q.Record.Takeover, slices.Insert(args, len(args)-4, any(int64(0)))
 }
 
 // WithoutKeyLock makes a store of the runtime before the key's lock

@@ -123,7 +123,7 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
 	err := s.committing(ctx, cctx, func(conn *pgx.Conn) error {
-		return conn.QueryRow(cctx, s.q.claimExternal, s.at(c.scope, c.method, c.key, c.fp,
+		return conn.QueryRow(cctx, s.q.ClaimExternal, s.at(c.scope, c.method, c.key, c.fp,
 			micros(m.retention(s)), micros(m.lockTimeout(s)), newIntention())...).Scan(&fence, &steps, &intention, &takenOver)
 	})
 	if errors.Is(err, errUnconfirmed) {
@@ -220,13 +220,13 @@ func runExternal[R any](ctx context.Context, s *Store, m *Method[R], ex *executi
 		// locked until the lock expires.
 		return zero, berr
 	default:
-		if _, err := s.pool.Exec(fctx, s.q.release, s.at(c.scope, c.method, c.key, ex.fence, ex.intention)...); err != nil {
+		if _, err := s.pool.Exec(fctx, s.q.Release, s.at(c.scope, c.method, c.key, ex.fence, ex.intention)...); err != nil {
 			s.cfg.logger.ErrorContext(ctx, "could not release idempotency claim; it expires with its lock",
 				"method", c.method, "key", c.key, "err", err)
 		}
 		return zero, berr
 	}
-	tag, err := s.execCommitting(fctx, s.q.finishExternal, c.scope, c.method, c.key, resp, errName, errMsg, ex.fence, ex.intention)
+	tag, err := s.execCommitting(fctx, s.q.FinishExternal, c.scope, c.method, c.key, resp, errName, errMsg, ex.fence, ex.intention)
 	if errors.Is(err, errUnconfirmed) {
 		// Stored here, perhaps, but not known to be on the standby: never
 		// success. A retry replays it only once the standby has it.
@@ -253,7 +253,7 @@ func (ex *execution) finishUnrecorded(ctx, fctx context.Context, cause error) er
 	s, c := ex.s, ex.c
 	err := fmt.Errorf("idem: %s: key %q: %w: %w", c.method, c.key, ErrOutcomeNotRecorded, cause)
 	name, msg := unrecordedName, storableText(err.Error())
-	tag, serr := s.execCommitting(fctx, s.q.finishExternal, c.scope, c.method, c.key, nil, &name, &msg, ex.fence, ex.intention)
+	tag, serr := s.execCommitting(fctx, s.q.FinishExternal, c.scope, c.method, c.key, nil, &name, &msg, ex.fence, ex.intention)
 	if serr != nil {
 		s.cfg.logger.ErrorContext(ctx, "idempotent call ran but neither its outcome nor that failure could be stored; the key stays locked until its lock expires",
 			"method", c.method, "scope", c.scope, "key", c.key, "fence", ex.fence, "err", err, "store_err", serr)
@@ -305,7 +305,7 @@ func (ex *execution) heartbeat(ctx context.Context, lock time.Duration, cancel c
 			}
 			c := ex.c
 			qctx, qcancel := context.WithTimeout(hctx, ex.s.cfg.heartbeat)
-			tag, err := ex.s.pool.Exec(qctx, ex.s.q.extend, ex.s.at(c.scope, c.method, c.key, ex.fence, micros(lock), ex.intention)...)
+			tag, err := ex.s.pool.Exec(qctx, ex.s.q.Extend, ex.s.at(c.scope, c.method, c.key, ex.fence, micros(lock), ex.intention)...)
 			qcancel()
 			if err == nil && tag.RowsAffected() == 0 {
 				cancel(ErrLockLost)
@@ -380,9 +380,9 @@ func (ex *execution) record(ctx context.Context, name string, v any) error {
 	if !utf8.Valid(b) {
 		return fail(errors.New("the encoded result is not valid UTF-8"))
 	}
-	q := s.q.step
+	q := s.q.Step
 	if !ex.intention.Valid {
-		q = s.q.stepLegacy // a row claimed before results were stored as text
+		q = s.q.StepLegacy // a row claimed before results were stored as text
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
 	defer cancel()

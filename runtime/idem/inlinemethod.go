@@ -13,7 +13,7 @@ import (
 )
 
 // What an inline-mode method is to the runtime (InlineMethod), the key it
-// writes (InlineKey), and inline mode's SQL text (newInlineQueries).
+// writes (InlineKey), and inline mode's SQL text (ledger.InlineStatements).
 
 // ErrKeyNotWritten is returned when an inline-mode body returned without
 // writing its key: no row of the method's table holds the key with the
@@ -70,12 +70,11 @@ type InlineMethod[R any] struct {
 	err  error
 }
 
+// inlineQueries are an inline method's table and the runtime's statements
+// on it.
 type inlineQueries struct {
 	schema ledger.Inline
-	check  string // $1 scope, $2 key, $3 fingerprint
-	free   string // $1 scope, $2 key, $3 retention µs: by the database's clock
-	freeAt string // $1 now, $2 scope, $3 key, $4 retention µs: by the store's (WithClock)
-	sweep  string // $1 now, $2 retention µs, $3 batch
+	ledger.InlineStatements
 }
 
 func (m *InlineMethod[R]) queries() (*inlineQueries, error) {
@@ -85,67 +84,18 @@ func (m *InlineMethod[R]) queries() (*inlineQueries, error) {
 			m.err = fmt.Errorf("idem: %s: inline table: %w", m.Name, err)
 			return
 		}
-		m.q = newInlineQueries(schema)
+		m.q = inlineQueries{schema: schema, InlineStatements: schema.Statements()}
 	})
 	return &m.q, m.err
-}
-
-// inlineClear frees a row's key and keeps its scope: the scope is the
-// row's tenant, and on Citus the distribution column, which no statement
-// may change (a NULL key is neither indexed nor found).
-func inlineClear() string {
-	return fmt.Sprintf("%s = NULL, %s = NULL, %s = NULL",
-		ledger.Quote(ledger.InlineKeyColumn), ledger.Quote(ledger.InlineFingerprintColumn), ledger.Quote(ledger.InlineClaimedAtColumn))
-}
-
-func newInlineQueries(s ledger.Inline) inlineQueries {
-	const now = "coalesce($1::timestamptz, now())"
-	t := s.Table.Quoted()
-	key, scope := ledger.Quote(ledger.InlineKeyColumn), ledger.Quote(ledger.InlineScopeColumn)
-	fp, at := ledger.Quote(ledger.InlineFingerprintColumn), ledger.Quote(ledger.InlineClaimedAtColumn)
-	clear := inlineClear()
-	return inlineQueries{
-		schema: s,
-		// check: sent with COMMIT. The body must have written exactly one
-		// row with its key and fingerprint; any other count divides by
-		// zero, which aborts the transaction, so the COMMIT rolls back.
-		check: fmt.Sprintf(`SELECT 1 / (count(*) = 1)::int FROM %s WHERE %s = $1 AND %s = $2 AND %s = $3`, t, scope, key, fp),
-		// free: after a refused claim, a key whose window has ended is
-		// taken off its old row (the row stays) so the request runs as new.
-		// The window's end is computed from the clock alone, never from a
-		// column, and the clock is now() or a parameter, not a choice
-		// between them: Citus routes such an UPDATE to the key's shard, and
-		// refuses a stable function of a column or a COALESCE with now().
-		free: fmt.Sprintf(`UPDATE %[1]s SET %[2]s
-WHERE %[3]s = $1 AND %[4]s = $2 AND %[5]s <= now() - $3::bigint * interval '1 microsecond'`, t, clear, scope, key, at),
-		freeAt: fmt.Sprintf(`UPDATE %[1]s SET %[2]s
-WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s <= $1::timestamptz - $4::bigint * interval '1 microsecond'`, t, clear, scope, key, at),
-		sweep: inlineSweepSQL(t, now, "$2::bigint", "$3"),
-	}
-}
-
-// inlineSweepSQL renders the inline sweep on table t (the table, or one of
-// its shards): one batch of rows whose key has expired loses the key; rows
-// a transaction holds are skipped, so cleanup never waits. now, retention
-// (µs) and batch are SQL expressions: parameters, or literals where the
-// statement goes without parameters (a shard's, citus.go).
-func inlineSweepSQL(t, now, retention, batch string) string {
-	key, scope := ledger.Quote(ledger.InlineKeyColumn), ledger.Quote(ledger.InlineScopeColumn)
-	return fmt.Sprintf(`WITH batch AS MATERIALIZED (
-    SELECT %[3]s AS scope, %[4]s AS key FROM %[1]s
-    WHERE %[4]s IS NOT NULL AND %[5]s + %[7]s * interval '1 microsecond' <= %[6]s
-    LIMIT %[8]s FOR UPDATE SKIP LOCKED)
-UPDATE %[1]s AS t SET %[2]s FROM batch
-WHERE t.%[4]s IS NOT NULL AND t.%[3]s = batch.scope AND t.%[4]s = batch.key`, t, inlineClear(), scope, key, ledger.Quote(ledger.InlineClaimedAtColumn), now, retention, batch)
 }
 
 // freeStmt returns the statement that frees c's key if its window has
 // ended, and its arguments, by the store's clock.
 func (q *inlineQueries) freeStmt(s *Store, c call, retention time.Duration) (string, []any) {
 	if now := s.now(); now != nil {
-		return q.freeAt, []any{now, c.scope, c.key, micros(retention)}
+		return q.FreeAt, []any{now, c.scope, c.key, micros(retention)}
 	}
-	return q.free, []any{c.scope, c.key, micros(retention)}
+	return q.Free, []any{c.scope, c.key, micros(retention)}
 }
 
 func (m *InlineMethod[R]) retention(s *Store) time.Duration {

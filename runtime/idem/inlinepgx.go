@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // Inline mode on the pgx driver: the body's pgx.Tx is an inlineTx
@@ -45,7 +47,7 @@ func inlinePgxAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 			prefix = append(prefix, pendingStmt{sql: "ROLLBACK"})
 		}
 		syncRep := false
-		prefix = append(prefix, pendingStmt{sql: syncRepSQL, done: func(tag pgconn.CommandTag) { syncRep = tag.RowsAffected() == 1 }})
+		prefix = append(prefix, pendingStmt{sql: ledger.SyncRepSQL, done: func(tag pgconn.CommandTag) { syncRep = tag.RowsAffected() == 1 }})
 		confirm := func(ctx context.Context) error {
 			if !syncRep {
 				return nil
@@ -63,7 +65,7 @@ func inlinePgxAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 
 	// The key check and COMMIT travel in one round trip.
 	t := &pgxAttempt{conn: conn}
-	if err := commit(ctx, s, c, t, nil, q.check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
+	if err := commit(ctx, s, c, t, nil, q.Check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
 		return zero, err
 	}
 	s.hook(ctx, s.cfg.hooks.Claimed, ev)
@@ -131,7 +133,7 @@ func inlinePgxInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMet
 		released = true
 		syncRep := false
 		prefix := []pendingStmt{{sql: "ROLLBACK TO SAVEPOINT " + sp}, {sql: "RELEASE SAVEPOINT " + sp},
-			{sql: syncRepSQL, done: func(tag pgconn.CommandTag) { syncRep = tag.RowsAffected() == 1 }}}
+			{sql: ledger.SyncRepSQL, done: func(tag pgconn.CommandTag) { syncRep = tag.RowsAffected() == 1 }}}
 		confirm := func(ctx context.Context) error {
 			if !syncRep {
 				return nil
@@ -147,7 +149,7 @@ func inlinePgxInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMet
 		return zero, fmt.Errorf("idem: %s: %w: the method sent no statement; write idem.InlineKeyFrom(ctx) into %s's idempotency columns", c.method, ErrKeyNotWritten, q.schema.Table)
 	}
 	b := &pgx.Batch{}
-	b.Queue(q.check, c.scope, c.key, c.fp)
+	b.Queue(q.Check, c.scope, c.key, c.fp)
 	b.Queue("RELEASE SAVEPOINT " + sp)
 	br := tx.SendBatch(ctx, b)
 	_, err := br.Exec()

@@ -30,7 +30,7 @@ func inlineSQLAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 	if berr != nil {
 		return zero, berr
 	}
-	if err := commit(ctx, s, c, t, nil, q.check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
+	if err := commit(ctx, s, c, t, nil, q.Check, []any{c.scope, c.key, c.fp}, "check key and commit", keyNotWritten(c, q)); err != nil {
 		return zero, err
 	}
 	s.hook(ctx, s.cfg.hooks.Claimed, ev)
@@ -117,7 +117,7 @@ func inlineSQLInTx[R any](ctx context.Context, s *Store, tx *sql.Tx, m *InlineMe
 	if berr != nil {
 		return zero, berr
 	}
-	if _, err := t.Exec(ctx, q.check, c.scope, c.key, c.fp); err != nil {
+	if _, err := t.Exec(ctx, q.Check, c.scope, c.key, c.fp); err != nil {
 		if isDivisionByZero(err) {
 			return zero, keyNotWritten(c, q)
 		}

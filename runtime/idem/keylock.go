@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"sync/atomic"
+
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // The key's lock: what bounds a twin's wait in atomic mode.
@@ -22,21 +24,9 @@ import (
 // rolled back, it runs as if it were first. Twins therefore run their
 // bodies one at a time, and never deadlock on the rows they share.
 
-// keyLockSQL takes the advisory lock $1 (keyLockID) for the rest of the
-// transaction. A free lock is taken at once (tried), and nothing else
-// runs: the statement answers no row. Otherwise it waits for the lock for
-// at most $2 (the claim wait as a lock_timeout) and answers one row: the
-// lock_timeout in force is read (saved), the claim wait set (claim_wait),
-// the lock taken (locked) and the saved setting put back once the lock is
-// held; each step reads the one before, and MATERIALIZED keeps each
-// evaluated once, in that order. A wait that runs out fails the statement
-// (55P03) and the transaction with it, which undoes the claim wait's
-// setting too.
-const keyLockSQL = `WITH tried AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($1::bigint) AS free),
-saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout FROM tried WHERE NOT free),
-claim_wait AS MATERIALIZED (SELECT set_config('lock_timeout', $2, true) FROM saved),
-locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1::bigint) FROM claim_wait)
-SELECT set_config('lock_timeout', saved.lock_timeout, true) FROM saved, locked`
+// The lock statement is ledger.KeyLockSQL: it takes the advisory lock
+// keyLockID for the rest of the transaction, waiting for it at most the
+// claim wait.
 
 // keyLockID is the advisory lock of c's key: the first 8 bytes of SHA-256
 // over its scope, method and key, each preceded by its length. Two keys
@@ -75,7 +65,7 @@ func (s *Store) keyLockStmt(c call, w *keyWait) []pendingStmt {
 	if args == nil {
 		return nil
 	}
-	return []pendingStmt{{sql: keyLockSQL, args: args, failed: w.failed}}
+	return []pendingStmt{{sql: ledger.KeyLockSQL, args: args, failed: w.failed}}
 }
 
 // failed records the lock statement's error err.

@@ -48,9 +48,9 @@ func (s *Store) mismatchArgs(c call, r ledgerRow) []any {
 // ask picks the statement of one server, whose failure is then logged).
 func (s *Store) mismatchStmt(ctx context.Context, q stmts) string {
 	if citus, _ := s.onCitus(ctx, q); citus {
-		return s.q.mismatchCitus
+		return s.q.MismatchCitus
 	}
-	return s.q.mismatch
+	return s.q.Mismatch
 }
 
 // recordMismatchOn records c's refusal in a statement of its own on q,

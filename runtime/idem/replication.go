@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // Synchronous replication and what the runtime does about it.
@@ -41,7 +43,7 @@ import (
 // the stored success. On a server without synchronous replication an atomic
 // or inline replay sends nothing more (with it, an atomic replay sends the
 // confirmation in a round trip of its own, outside any transaction); an external one sends
-// confirmIfSyncRepSQL, which writes nothing there.
+// ledger.ConfirmIfSyncRepSQL, which writes nothing there.
 
 // unreplicatedFlag is the key, in a connection's CustomData, of the mark
 // NoticeHandler leaves when the server warns that a commit may not have
@@ -152,9 +154,9 @@ func (s *Store) confirmReplication(ctx context.Context, conn stmts, pc *pgconn.P
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.finalise)
 	defer cancel()
 	takeUnreplicated(pc)
-	sql := confirmReplicationSQL
+	sql := ledger.ConfirmReplicationSQL
 	if ifSync {
-		sql = confirmIfSyncRepSQL
+		sql = ledger.ConfirmIfSyncRepSQL
 	}
 	if prefix != "" {
 		sql = prefix + "; " + sql
@@ -171,12 +173,12 @@ func (s *Store) confirmReplication(ctx context.Context, conn stmts, pc *pgconn.P
 	return nil
 }
 
-// confirmInTx writes confirmReplicationSQL's record in the caller's
+// confirmInTx writes ledger.ConfirmReplicationSQL's record in the caller's
 // transaction, whose commit waits for a synchronous standby, so that the
 // caller's COMMIT confirms the row a replay read inside it (AtomicInTx,
 // InlineInTx).
 func (s *Store) confirmInTx(ctx context.Context, conn stmts, c call) error {
-	if _, err := conn.Exec(ctx, confirmReplicationSQL); err != nil {
+	if _, err := conn.Exec(ctx, ledger.ConfirmReplicationSQL); err != nil {
 		return storeErr(c.method, "tie the replayed outcome to the caller's commit", err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // The database/sql driver: the same ledger statements as the pgx driver
@@ -16,7 +18,7 @@ import (
 // database/sql itself: BEGIN cannot travel with the body's first
 // statement, nor COMMIT with the record statement; each is a round trip of
 // its own. Whether commits wait for a synchronous standby comes with the
-// lookup's row on both transports (syncRepColumn); only inline mode's
+// lookup's row on both transports (ledger.Statements.Read); only inline mode's
 // replay, whose lookup is the user's statement, asks it in one of its own.
 
 // sqlDriver is the driver of *sql.Tx, on a store made by NewSQLStore.
@@ -49,7 +51,7 @@ func takeKeyLock(ctx context.Context, tx *sql.Tx, args []any, w *keyWait) error 
 	if args == nil {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, keyLockSQL, args...); err != nil {
+	if _, err := tx.ExecContext(ctx, ledger.KeyLockSQL, args...); err != nil {
 		err = sqlErr(err)
 		w.failed(err)
 		return err
@@ -79,10 +81,10 @@ func (t sqlStmts) Exec(ctx context.Context, query string, args ...any) (pgconn.C
 }
 
 // syncRep reports whether the session's commits wait for a synchronous
-// standby (syncRepSQL): for inline mode's replay.
+// standby (ledger.SyncRepSQL): for inline mode's replay.
 func (t sqlStmts) syncRep(ctx context.Context) (bool, error) {
 	var one int
-	err := t.QueryRow(ctx, syncRepSQL).Scan(&one)
+	err := t.QueryRow(ctx, ledger.SyncRepSQL).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // Defaults used when a Store or Method does not say otherwise.
@@ -187,9 +189,9 @@ type Store struct {
 	db     *sql.DB // NewSQLStore's; nil for NewStore's
 	cfg    config
 	ledger Ledger
-	q      queries
-	recent *recentDurations // body durations per method, for RetryAfter
-	inline *inlineSweepers  // inline methods the janitor sweeps (RegisterInline)
+	q      ledger.Statements // the ledger's statements by the store's clock
+	recent *recentDurations  // body durations per method, for RetryAfter
+	inline *inlineSweepers   // inline methods the janitor sweeps (RegisterInline)
 	// recording bounds the mismatches recorded after the answer
 	// (recordMismatchBehind); records counts them until they end.
 	recording chan struct{}
@@ -253,7 +255,7 @@ func newStore(opts []Option, check func(config) error) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, ledger: l, q: newQueries(l.Table.Quoted(), cfg.clock != nil), recent: &recentDurations{}, inline: &inlineSweepers{},
+	return &Store{cfg: cfg, ledger: l, q: l.Statements(cfg.ledgerClock()), recent: &recentDurations{}, inline: &inlineSweepers{},
 		recording: make(chan struct{}, maxRecording), pause: sleepCtx}, nil
 }
 
@@ -390,3 +392,12 @@ const maxRecording = 2
 // (*pgxpool.Pool has one); a Pool without one is refused, since its mode
 // cannot be checked.
 func WithTransactionPooling() Option { return func(c *config) { c.txPooling = true } }
+
+// ledgerClock is the clock the store's statements read the time from: the
+// store's, with WithClock, or the database's.
+func (c config) ledgerClock() ledger.Clock {
+	if c.clock != nil {
+		return ledger.StoreClock
+	}
+	return ledger.DatabaseClock
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // DefaultSweepBatch is the number of rows one sweep transaction deletes.
@@ -27,11 +29,11 @@ func (s *Store) Sweep(ctx context.Context, batch int) (int64, error) {
 	}
 	if len(shards) > 0 {
 		return s.sweepShards(ctx, shards, batch, func(shard string, batch int) string {
-			return ledgerShardSweep(shard, s.nowLiteral(), batch)
+			return ledger.ShardSweep(shard, s.nowLiteral(), batch)
 		}, Event{}, "delete expired rows")
 	}
 	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
-		tag, err := s.pool.Exec(ctx, s.q.sweep, s.at(batch)...)
+		tag, err := s.pool.Exec(ctx, s.q.Sweep, s.at(batch)...)
 		if err != nil {
 			return 0, storeErr("sweep", "delete expired rows", err)
 		}
@@ -97,11 +99,11 @@ func SweepInline[R any](ctx context.Context, s *Store, m *InlineMethod[R], batch
 	if len(shards) > 0 {
 		retention := strconv.FormatInt(micros(m.retention(s)), 10)
 		return s.sweepShards(ctx, shards, batch, func(shard string, batch int) string {
-			return inlineSweepSQL(shard, s.nowLiteral(), retention, strconv.Itoa(batch))
+			return ledger.InlineShardSweep(shard, s.nowLiteral(), retention, strconv.Itoa(batch))
 		}, Event{Method: m.Name}, "clear expired keys")
 	}
 	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
-		tag, err := s.pool.Exec(ctx, q.sweep, s.now(), micros(m.retention(s)), batch)
+		tag, err := s.pool.Exec(ctx, q.Sweep, s.now(), micros(m.retention(s)), batch)
 		if err != nil {
 			return 0, storeErr(m.Name, "clear expired keys", err)
 		}

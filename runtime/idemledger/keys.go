@@ -102,13 +102,7 @@ func newResponse(b []byte) *Response {
 // ledgerKeys reads the rows of a ledger table under (scope, key) whose
 // method matches method.
 func ledgerKeys(ctx context.Context, db *pgx.Conn, t table, scope, method, key string) ([]Key, error) {
-	mismatch := "NULL::timestamptz, NULL::bytea"
-	if t.mismatches {
-		mismatch = "mismatch_at, mismatch_fingerprint"
-	}
-	rows, err := db.Query(ctx, fmt.Sprintf(`SELECT scope, method, key, fingerprint, status, response, error_name, error_message,
-       steps::text, fence, created_at, expires_at, locked_until, intention::text, %s, now()
-FROM %s WHERE scope = $1 AND key = $2 AND %s ORDER BY method`, mismatch, t.id.Quoted(), methodMatches("$3")), scope, key, method)
+	rows, err := db.Query(ctx, t.statements().Keys, scope, key, method)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", t.Name(), err)
 	}
@@ -144,13 +138,7 @@ FROM %s WHERE scope = $1 AND key = $2 AND %s ORDER BY method`, mismatch, t.id.Qu
 
 // inlineKeys reads the row of an inline table that holds (scope, key).
 func inlineKeys(ctx context.Context, db *pgx.Conn, t table, scope, key string, retention time.Duration) ([]Key, error) {
-	rows, err := db.Query(ctx, fmt.Sprintf(`SELECT %[2]s, %[3]s, %[4]s, %[5]s, now(),
-       to_jsonb(t) - ARRAY[%[6]s, %[7]s, %[8]s, %[9]s]
-FROM %[1]s AS t WHERE %[2]s = $1 AND %[3]s = $2`, t.id.Quoted(),
-		ledger.Quote(ledger.InlineScopeColumn), ledger.Quote(ledger.InlineKeyColumn),
-		ledger.Quote(ledger.InlineFingerprintColumn), ledger.Quote(ledger.InlineClaimedAtColumn),
-		quoteLiteral(ledger.InlineKeyColumn), quoteLiteral(ledger.InlineScopeColumn),
-		quoteLiteral(ledger.InlineFingerprintColumn), quoteLiteral(ledger.InlineClaimedAtColumn)), scope, key)
+	rows, err := db.Query(ctx, t.inlineStatements().Keys, scope, key)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", t.Name(), err)
 	}
@@ -203,8 +191,6 @@ func deref(s *string) string {
 	}
 	return *s
 }
-
-func quoteLiteral(s string) string { return "'" + s + "'" } // only for the package's own constant names
 
 // findKeys reads (scope, key) in every table, the ledger's rows filtered by
 // method.

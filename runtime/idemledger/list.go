@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // Listed is one row of list: an in-progress claim, or an expired key
@@ -100,7 +98,6 @@ func cut(xs []Listed, limit int, at func(Listed) time.Time) []Listed {
 // The statement asks for at least one row, so the total comes back with
 // -limit 0 too; the rows past limit are dropped here.
 func listTable(ctx context.Context, db *pgx.Conn, t table, retention time.Duration, limit int, l *Listing) error {
-	q := t.id.Quoted()
 	type query struct {
 		sql   string
 		args  []any
@@ -109,17 +106,12 @@ func listTable(ctx context.Context, db *pgx.Conn, t table, retention time.Durati
 	}
 	var queries []query
 	if t.inline {
-		key, scope, at := ledger.Quote(ledger.InlineKeyColumn), ledger.Quote(ledger.InlineScopeColumn), ledger.Quote(ledger.InlineClaimedAtColumn)
-		queries = append(queries, query{fmt.Sprintf(`SELECT %[2]s, '', %[3]s, %[4]s, %[4]s + $2::bigint * interval '1 microsecond', NULL::timestamptz, 0::bigint, count(*) OVER ()
-FROM %[1]s WHERE %[3]s IS NOT NULL AND %[4]s + $2::bigint * interval '1 microsecond' <= now() ORDER BY %[4]s LIMIT greatest($1, 1)`, q, scope, key, at),
-			[]any{limit, retention.Microseconds()}, &l.Expired, &l.ExpiredTotal})
+		queries = append(queries, query{t.inlineStatements().ListExpired, []any{limit, retention.Microseconds()}, &l.Expired, &l.ExpiredTotal})
 	} else {
-		const cols = `scope, method, key, created_at, expires_at, locked_until, fence, count(*) OVER ()`
+		st := t.statements()
 		queries = append(queries,
-			query{fmt.Sprintf(`SELECT %s FROM %s WHERE status = 'in_progress' ORDER BY created_at LIMIT greatest($1, 1)`, cols, q),
-				[]any{limit}, &l.InProgress, &l.InProgressTotal},
-			query{fmt.Sprintf(`SELECT %s FROM %s WHERE expires_at <= now() AND (locked_until IS NULL OR locked_until <= now())
-ORDER BY expires_at LIMIT greatest($1, 1)`, cols, q), []any{limit}, &l.Expired, &l.ExpiredTotal})
+			query{st.ListInProgress, []any{limit}, &l.InProgress, &l.InProgressTotal},
+			query{st.ListExpired, []any{limit}, &l.Expired, &l.ExpiredTotal})
 	}
 	for _, qu := range queries {
 		rows, err := db.Query(ctx, qu.sql, qu.args...)

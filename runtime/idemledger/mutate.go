@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // Done is what release and delete print with -json.
@@ -119,29 +117,21 @@ func (e *env) confirm(action string, k Key, yes bool) error {
 // scope, method (or the inline key columns) and key, and by the fence and
 // status shown, so a row that changed since is refused, not overwritten.
 func apply(ctx context.Context, db *pgx.Conn, action string, k Key, force bool) error {
-	t := k.tid
-	live := ""
-	if !force {
-		live = " AND (locked_until IS NULL OR locked_until <= now())"
-	}
+	t := table{id: k.tid, inline: k.Mode == "inline", mismatches: k.mismatches}
 	var sql string
 	args := []any{k.Scope, k.Key}
 	switch {
-	case k.Mode == "inline":
-		cols := []string{ledger.InlineKeyColumn, ledger.InlineScopeColumn, ledger.InlineFingerprintColumn, ledger.InlineClaimedAtColumn}
-		set := make([]string, len(cols))
-		for i, col := range cols {
-			set[i] = ledger.Quote(col) + " = NULL"
-		}
-		sql = fmt.Sprintf(`UPDATE %s SET %s WHERE %s = $1 AND %s = $2 AND %s = $3`, t.Quoted(), strings.Join(set, ", "),
-			ledger.Quote(ledger.InlineScopeColumn), ledger.Quote(ledger.InlineKeyColumn), ledger.Quote(ledger.InlineFingerprintColumn))
+	case t.inline:
+		sql = t.inlineStatements().Delete
 		args = append(args, k.fp)
+	case action == "release" && force:
+		sql, args = t.statements().ReleaseForce, append(args, k.Method, k.Fence)
 	case action == "release":
-		sql = fmt.Sprintf(`UPDATE %s SET locked_until = now() WHERE scope = $1 AND key = $2 AND method = $3 AND fence = $4 AND status = 'in_progress'%s`, t.Quoted(), live)
-		args = append(args, k.Method, k.Fence)
+		sql, args = t.statements().Release, append(args, k.Method, k.Fence)
+	case force:
+		sql, args = t.statements().DeleteForce, append(args, k.Method, k.Fence, k.Status)
 	default:
-		sql = fmt.Sprintf(`DELETE FROM %s WHERE scope = $1 AND key = $2 AND method = $3 AND fence = $4 AND status = $5%s`, t.Quoted(), live)
-		args = append(args, k.Method, k.Fence, k.Status)
+		sql, args = t.statements().Delete, append(args, k.Method, k.Fence, k.Status)
 	}
 	tag, err := db.Exec(ctx, sql, args...)
 	if err != nil {

@@ -76,17 +76,10 @@ func (e *env) statsCmd(c *common) (*flag.FlagSet, func(context.Context, *pgx.Con
 // methodStats counts t's keys per method. It reads the whole table (the
 // counts are exact), bounded by -timeout like every statement.
 func methodStats(ctx context.Context, db *pgx.Conn, t table, retention time.Duration) ([]MethodStats, error) {
-	var sql string
+	sql := t.statements().MethodStats
 	var args []any
 	if t.inline {
-		args = []any{retention.Microseconds(), "(" + t.Name() + ")"}
-		key, at := ledger.Quote(ledger.InlineKeyColumn), ledger.Quote(ledger.InlineClaimedAtColumn)
-		sql = fmt.Sprintf(`SELECT $2::text, count(*), 0::bigint, count(*) FILTER (WHERE %[3]s + $1::bigint * interval '1 microsecond' <= now())
-FROM %[1]s WHERE %[2]s IS NOT NULL`, t.id.Quoted(), key, at)
-	} else {
-		sql = fmt.Sprintf(`SELECT method, count(*), count(*) FILTER (WHERE status = 'in_progress'),
-       count(*) FILTER (WHERE expires_at <= now() AND (locked_until IS NULL OR locked_until <= now()))
-FROM %s GROUP BY method ORDER BY method`, t.id.Quoted())
+		sql, args = t.inlineStatements().MethodStats, []any{retention.Microseconds(), "(" + t.Name() + ")"}
 	}
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
@@ -109,11 +102,7 @@ func tableStats(ctx context.Context, db *pgx.Conn, t table) (TableStats, error) 
 	if t.inline {
 		keyIndex = t.id.Derived(ledger.InlineIndexSuffix)
 	}
-	err := db.QueryRow(ctx, `SELECT pg_table_size(c.oid), pg_indexes_size(c.oid),
-       coalesce((SELECT pg_relation_size(i.oid) FROM pg_class i WHERE i.relname = $2 AND i.relnamespace = c.relnamespace), 0),
-       coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), s.last_autovacuum, s.last_vacuum
-FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-WHERE c.oid = $1::regclass`, t.id.Quoted(), keyIndex).Scan(&ts.TableBytes, &ts.IndexBytes, &ts.KeyIndexBytes,
+	err := db.QueryRow(ctx, ledger.TableStatsSQL, t.id.Quoted(), keyIndex).Scan(&ts.TableBytes, &ts.IndexBytes, &ts.KeyIndexBytes,
 		&ts.LiveTuples, &ts.DeadTuples, &ts.LastAutovacuum, &ts.LastVacuum)
 	if err != nil {
 		return ts, fmt.Errorf("size %s: %w", t.Name(), err)

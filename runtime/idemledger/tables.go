@@ -62,13 +62,7 @@ func findTables(ctx context.Context, db *pgx.Conn, only string) ([]table, error)
 		cols   []string
 		inline bool
 	}{{ledgerColumns, false}, {inlineColumns, true}} {
-		rows, err := db.Query(ctx, `SELECT n.nspname, c.relname,
-       (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY($4)) = cardinality($4)
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND ($3 = '' OR c.relname = $3 AND (n.nspname = $2 OR $2 = '' AND pg_table_is_visible(c.oid)))
-  AND (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY($1)) = cardinality($1)
-ORDER BY n.nspname, c.relname`, mode.cols, onlyID.Schema, onlyID.Name, mismatchColumns)
+		rows, err := db.Query(ctx, ledger.FindTablesSQL, mode.cols, onlyID.Schema, onlyID.Name, mismatchColumns)
 		if err != nil {
 			return nil, fmt.Errorf("find the tables: %w", err)
 		}
@@ -97,10 +91,13 @@ ORDER BY n.nspname, c.relname`, mode.cols, onlyID.Schema, onlyID.Name, mismatchC
 	return out, nil
 }
 
-// methodMatches is the SQL condition that the ledger's method column is
-// the method named by the parameter p: its full name, or its end after a
-// dot (Payments.Charge matches example.com/shop.Payments.Charge); an empty
-// parameter matches every method.
-func methodMatches(p string) string {
-	return fmt.Sprintf("(%[1]s = '' OR method = %[1]s OR right(method, length(%[1]s) + 1) = '.' || %[1]s)", p)
+// statements are the ledger command's statements on t, a ledger table.
+func (t table) statements() ledger.CommandStatements {
+	return ledger.Schema{Table: t.id}.CommandStatements(t.mismatches)
+}
+
+// inlineStatements are the ledger command's statements on t, an inline
+// table.
+func (t table) inlineStatements() ledger.InlineCommandStatements {
+	return ledger.Inline{Table: t.id}.CommandStatements()
 }

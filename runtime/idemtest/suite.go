@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
 
 // Package is what the generated tests of one package share: the ledger
@@ -57,13 +56,13 @@ type StoreFunc func(db *DB, opts ...idem.Option) (*idem.Store, error)
 // the store's Executed hook, so the service's code is untouched) and of the
 // method's effects (through the package's count fixture, when it has one).
 type env struct {
-	db       *DB
-	clock    *Clock
-	store    *idem.Store
-	table    string // the ledger table, quoted
-	method   string // the method's ledger name
-	executed atomic.Int64
-	meeting  atomic.Pointer[Meeting]
+	db        *DB
+	clock     *Clock
+	store     *idem.Store
+	ledgerSQL ledger.HarnessStatements // what the scenario reads in the ledger
+	method    string                   // the method's ledger name
+	executed  atomic.Int64
+	meeting   atomic.Pointer[Meeting]
 
 	effects       func(*testing.T, *DB) int
 	effectsBefore int
@@ -85,7 +84,11 @@ func newEnv(t *testing.T, pkg Package, method string, withClock bool, store Stor
 	// WithTable after WithMigrations names the ledger the migrations make,
 	// whose placement a Citus cluster's database checks (EnvCitus).
 	e := &env{db: New(t, schema, WithTable(table)), method: method}
-	e.table = pgx.Identifier(strings.Split(table, ".")).Sanitize()
+	l, err := ledger.New(table)
+	if err != nil {
+		t.Fatalf("ledger table %q: %v", table, err)
+	}
+	e.ledgerSQL = l.HarnessStatements()
 	opts := []idem.Option{idem.WithTable(table), idem.WithHooks(idem.Hooks{
 		Executed:   func(context.Context, idem.Event) { e.executed.Add(1) },
 		Claimed:    func(ctx context.Context, _ idem.Event) { e.meet(func(m *Meeting) { m.Claimed(ctx) }) },
@@ -120,8 +123,7 @@ func (e *env) wantMismatchRecorded(t *testing.T, key string, fp []byte, what str
 	}
 	var at *time.Time
 	var got []byte
-	q := "SELECT mismatch_at, mismatch_fingerprint FROM " + e.table + " WHERE method = $1 AND key = $2"
-	if err := e.db.Pool.QueryRow(ctx, q, e.method, key).Scan(&at, &got); err != nil {
+	if err := e.db.Pool.QueryRow(ctx, e.ledgerSQL.MismatchRecord, e.method, key).Scan(&at, &got); err != nil {
 		t.Fatalf("read the mismatch record of key %q: %v", key, err)
 	}
 	if at == nil || string(got) != string(fp) {
@@ -170,8 +172,7 @@ func (e *env) wantExecutions(t *testing.T, want int64) {
 func (e *env) wantRows(t *testing.T, want int) {
 	t.Helper()
 	var got int
-	q := "SELECT count(*) FROM " + e.table + " WHERE method = $1"
-	if err := e.db.Pool.QueryRow(t.Context(), q, e.method).Scan(&got); err != nil {
+	if err := e.db.Pool.QueryRow(t.Context(), e.ledgerSQL.Rows, e.method).Scan(&got); err != nil {
 		t.Fatalf("count ledger rows: %v", err)
 	}
 	if got != want {

@@ -3,7 +3,6 @@ package idemtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -59,13 +58,15 @@ type InlineTx[S, W, A, R, T any] struct {
 // Inline is the suite of an inline method that takes a pgx.Tx.
 type Inline[S, W, A, R any] = InlineTx[S, W, A, R, pgx.Tx]
 
-// inlineEnv is one inline scenario's database, service and wrapper, and
-// the business table's name as SQL.
+// inlineEnv is one inline scenario's database, service and wrapper, the
+// business table's name as SQL, and what the scenario reads and changes in
+// that table.
 type inlineEnv[S, W any] struct {
 	*env
-	svc   S
-	w     W
-	table string // quoted
+	svc      S
+	w        W
+	table    string // quoted
+	tableSQL ledger.InlineHarnessStatements
 }
 
 // Run runs every scenario as a subtest of t.
@@ -103,15 +104,15 @@ func (s InlineTx[S, W, A, R, T]) setup(t *testing.T) inlineEnv[S, W] {
 	}
 	svc := s.New(t, e.db)
 	e.countEffects(t, s.Effects)
-	return inlineEnv[S, W]{env: e, svc: svc, w: s.Wrap(svc, e.store), table: schema.Table.Quoted()}
+	return inlineEnv[S, W]{env: e, svc: svc, w: s.Wrap(svc, e.store), table: schema.Table.Quoted(), tableSQL: schema.HarnessStatements()}
 }
 
 // count counts the business table's rows, those carrying key if key is set.
 func (ie inlineEnv[S, W]) count(t *testing.T, key string) int {
 	t.Helper()
-	q, args := "SELECT count(*) FROM "+ie.table, []any{}
+	q, args := ie.tableSQL.Rows, []any{}
 	if key != "" {
-		q, args = q+" WHERE "+ledger.Quote(ledger.InlineKeyColumn)+" = $1", []any{key}
+		q, args = ie.tableSQL.KeyedRows, []any{key}
 	}
 	var n int
 	if err := ie.db.Pool.QueryRow(t.Context(), q, args...).Scan(&n); err != nil {
@@ -146,10 +147,7 @@ func (s InlineTx[S, W, A, R, T]) age(t *testing.T, ie inlineEnv[S, W], key strin
 	if !expired {
 		by = keep * 3 / 4
 	}
-	at := ledger.Quote(ledger.InlineClaimedAtColumn)
-	q := fmt.Sprintf("UPDATE %s SET %s = %s - $1::bigint * interval '1 microsecond' WHERE %s = $2",
-		ie.table, at, at, ledger.Quote(ledger.InlineKeyColumn))
-	_, err := ie.db.Pool.Exec(t.Context(), q, by.Microseconds(), key)
+	_, err := ie.db.Pool.Exec(t.Context(), ie.tableSQL.Age, by.Microseconds(), key)
 	must(t, "age the key", err)
 }
 

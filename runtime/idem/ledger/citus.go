@@ -92,3 +92,56 @@ func sameTable(a, b Ident) bool {
 	}
 	return norm(a) == norm(b)
 }
+
+// The runtime's statements on a Citus cluster, besides the Citus forms of
+// the ledger's (Statements).
+
+// CitusCatalogSQL tells whether the database has Citus's catalog.
+const CitusCatalogSQL = `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL`
+
+// CitusShardsSQL lists the shards of table $1 when it is hash-distributed,
+// as one JSON array (one row, so that both drivers scan it alike): each
+// shard's id, name (shard_name), the node holding its first placement
+// (host, port) and its count of placements.
+const CitusShardsSQL = `SELECT coalesce(json_agg(json_build_object(
+    'id', s.shardid, 'name', shard_name(s.logicalrelid, s.shardid),
+    'host', p.nodename, 'port', p.nodeport,
+    'placements', (SELECT count(*) FROM pg_dist_shard_placement c WHERE c.shardid = s.shardid)) ORDER BY s.shardid), '[]')::text
+FROM pg_dist_shard s
+JOIN pg_dist_partition d ON d.logicalrelid = s.logicalrelid AND d.partmethod = 'h'
+JOIN LATERAL (SELECT nodename, nodeport FROM pg_dist_shard_placement c WHERE c.shardid = s.shardid ORDER BY placementid LIMIT 1) p ON true
+WHERE s.logicalrelid = to_regclass($1)`
+
+// CitusOnShardSQL runs command $3 on the node $1:$2 holding a shard.
+const CitusOnShardSQL = `SELECT success, result FROM master_run_on_worker(ARRAY[$1::text], ARRAY[$2::int], ARRAY[$3::text], false)`
+
+// CitusLoadedSQL tells whether the server runs Citus: its settings exist.
+const CitusLoadedSQL = `SELECT current_setting('citus.propagate_set_commands', true) IS NOT NULL`
+
+// CitusClaimWait is the prelude of the record on Citus (RecordCitus): the
+// claim wait (a lock_timeout setting, e.g. 250ms) as a transaction-local
+// lock_timeout. A lock_timeout set on the coordinator does not bound a
+// wait on a worker, so the record statement cannot set it as on one
+// server; with citus.propagate_set_commands = 'local', Citus sends the SET
+// LOCAL statements that follow to the workers in the transaction, and to
+// those it joins later (the record's own). Both end with the transaction,
+// or with a rollback to the savepoint; after RELEASE they stay, so
+// AtomicInTx puts the caller's back (CitusPutBack).
+func CitusClaimWait(claimWait string) []string {
+	return []string{
+		"SET LOCAL citus.propagate_set_commands = 'local'",
+		"SET LOCAL lock_timeout = " + literal(claimWait),
+	}
+}
+
+// CitusSettingsSQL reads the settings CitusClaimWait changes: lock_timeout
+// and citus.propagate_set_commands.
+const CitusSettingsSQL = `SELECT current_setting('lock_timeout'), current_setting('citus.propagate_set_commands')`
+
+// CitusPutBack returns the statements that put back the settings
+// CitusClaimWait changed, as CitusSettingsSQL read them, on the
+// coordinator and the workers.
+func CitusPutBack(lockTimeout, propagate string) string {
+	return "SET LOCAL citus.propagate_set_commands = 'local'; SET LOCAL lock_timeout = " + literal(lockTimeout) +
+		"; SET LOCAL citus.propagate_set_commands = " + literal(propagate)
+}

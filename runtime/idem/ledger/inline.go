@@ -88,11 +88,7 @@ func (s Inline) CreateIndexSQL(concurrently bool) string {
 
 // DropIndexSQL renders the statement that drops the index (a down migration).
 func (s Inline) DropIndexSQL(concurrently bool) string {
-	kw := "DROP INDEX"
-	if concurrently {
-		kw += " CONCURRENTLY"
-	}
-	return fmt.Sprintf("%s IF EXISTS %s;", kw, s.Table.QuotedDerived(InlineIndexSuffix))
+	return Schema{Table: s.Table}.DropIndexSQL(s.Index(), concurrently)
 }
 
 // DropColumnsSQL renders the statement that drops the columns (a down migration).
@@ -109,4 +105,69 @@ func (s Inline) DropColumnsSQL() string {
 // built concurrently, so the last statement must run outside a transaction.
 func (s Inline) DDL() []string {
 	return append(s.AddColumnsSQL(), s.CreateIndexSQL(true))
+}
+
+// InlineStatements are the statements the runtime sends to an inline
+// table, besides the method's own (its INSERT is the claim, its lookup the
+// replay).
+type InlineStatements struct {
+	// Check is sent with COMMIT: $1 scope, $2 key, $3 fingerprint. The
+	// body must have written exactly one row with its key and fingerprint;
+	// any other count divides by zero, which aborts the transaction, so
+	// the COMMIT rolls back.
+	Check string
+	// Free runs after a refused claim: a key whose window has ended is
+	// taken off its old row (the row stays) so the request runs as new.
+	// $1 scope, $2 key, $3 retention µs, by the database's clock; FreeAt
+	// is the same by the store's ($1 now, then $2 scope, $3 key, $4
+	// retention µs). The window's end is computed from the clock alone,
+	// never from a column, and the clock is now() or a parameter, not a
+	// choice between them: Citus routes such an UPDATE to the key's
+	// shard, and refuses a stable function of a column or a COALESCE with
+	// now().
+	Free, FreeAt string
+	// Sweep takes expired keys off one batch of rows: $1 now (NULL: the
+	// database's), $2 retention µs, $3 batch (InlineShardSweep).
+	Sweep string
+}
+
+// Statements returns the runtime's statements on the inline table.
+func (s Inline) Statements() InlineStatements {
+	const now = "coalesce($1::timestamptz, now())"
+	t := s.Table.Quoted()
+	key, scope := Quote(InlineKeyColumn), Quote(InlineScopeColumn)
+	fp, at := Quote(InlineFingerprintColumn), Quote(InlineClaimedAtColumn)
+	clear := inlineClear()
+	return InlineStatements{
+		Check: fmt.Sprintf(`SELECT 1 / (count(*) = 1)::int FROM %s WHERE %s = $1 AND %s = $2 AND %s = $3`, t, scope, key, fp),
+		Free: fmt.Sprintf(`UPDATE %[1]s SET %[2]s
+WHERE %[3]s = $1 AND %[4]s = $2 AND %[5]s <= now() - $3::bigint * interval '1 microsecond'`, t, clear, scope, key, at),
+		FreeAt: fmt.Sprintf(`UPDATE %[1]s SET %[2]s
+WHERE %[3]s = $2 AND %[4]s = $3 AND %[5]s <= $1::timestamptz - $4::bigint * interval '1 microsecond'`, t, clear, scope, key, at),
+		Sweep: InlineShardSweep(t, now, "$2::bigint", "$3"),
+	}
+}
+
+// inlineClear frees a row's key and keeps its scope: the scope is the
+// row's tenant, and on Citus the distribution column, which no statement
+// may change (a NULL key is neither indexed nor found).
+func inlineClear() string {
+	return fmt.Sprintf("%s = NULL, %s = NULL, %s = NULL",
+		Quote(InlineKeyColumn), Quote(InlineFingerprintColumn), Quote(InlineClaimedAtColumn))
+}
+
+// InlineShardSweep renders the inline sweep on table t (the table, quoted,
+// or one of its shards, as Citus names it): one batch of rows whose key
+// has expired loses the key; rows a transaction holds are skipped, so
+// cleanup never waits. now, retention (µs) and batch are SQL expressions:
+// parameters (InlineStatements.Sweep), or literals where the statement
+// goes without parameters (a shard's).
+func InlineShardSweep(t, now, retention, batch string) string {
+	key, scope := Quote(InlineKeyColumn), Quote(InlineScopeColumn)
+	return fmt.Sprintf(`WITH batch AS MATERIALIZED (
+    SELECT %[3]s AS scope, %[4]s AS key FROM %[1]s
+    WHERE %[4]s IS NOT NULL AND %[5]s + %[7]s * interval '1 microsecond' <= %[6]s
+    LIMIT %[8]s FOR UPDATE SKIP LOCKED)
+UPDATE %[1]s AS t SET %[2]s FROM batch
+WHERE t.%[4]s IS NOT NULL AND t.%[3]s = batch.scope AND t.%[4]s = batch.key`, t, inlineClear(), scope, key, Quote(InlineClaimedAtColumn), now, retention, batch)
 }

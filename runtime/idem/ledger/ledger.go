@@ -1,8 +1,14 @@
-// Package ledger defines the idempotency ledger's schema: the table, its
-// columns, the primary key every claim relies on, its indexes and storage
-// settings. It is the single definition of the ledger DDL: the runtime
-// (runtime/idem), the test harness and the migration generator all derive
-// from it. It imports nothing beyond the standard library, so the generator
+// Package ledger defines the idempotency ledger: its schema (the table,
+// its columns, the primary key every claim relies on, its indexes and
+// storage settings, and the columns and index inline mode adds to a
+// business table) and the statements sent to it. It is the single
+// definition of the ledger DDL, from which the runtime (runtime/idem), the
+// test harness and the migration generator all derive, and the one owner
+// of the statements sent to a ledger: the runtime's (Statements: per mode
+// and per clock, the Citus forms beside the plain ones; InlineStatements;
+// the key's lock, the standby's and Citus's statements) and the ledger
+// command's (CommandStatements, InlineCommandStatements), whose text
+// testdata/statements.golden pins. It imports nothing beyond the standard library, so the generator
 // does not link a database driver.
 package ledger
 
