@@ -41,14 +41,14 @@ type citusShard struct {
 // rebalanced cluster is swept where its shards now are.
 func (s *Store) citusShards(ctx context.Context, table string) ([]citusShard, error) {
 	var citus bool
-	if err := s.pool.QueryRow(ctx, ledger.CitusCatalogSQL).Scan(&citus); err != nil {
+	if err := s.exec.QueryRow(ctx, ledger.CitusCatalogSQL).Scan(&citus); err != nil {
 		return nil, fmt.Errorf("look for Citus's catalog: %w", err)
 	}
 	if !citus {
 		return nil, nil
 	}
 	var list string
-	if err := s.pool.QueryRow(ctx, ledger.CitusShardsSQL, table).Scan(&list); err != nil {
+	if err := s.exec.QueryRow(ctx, ledger.CitusShardsSQL, table).Scan(&list); err != nil {
 		return nil, fmt.Errorf("read the shards of %s: %w", table, err)
 	}
 	var shards []citusShard
@@ -68,7 +68,7 @@ func (s *Store) citusShards(ctx context.Context, table string) ([]citusShard, er
 func (s *Store) onShard(ctx context.Context, sh citusShard, command string) (int64, error) {
 	var ok bool
 	var result string
-	if err := s.pool.QueryRow(ctx, ledger.CitusOnShardSQL, sh.Host, sh.Port, command).Scan(&ok, &result); err != nil {
+	if err := s.exec.QueryRow(ctx, ledger.CitusOnShardSQL, sh.Host, sh.Port, command).Scan(&ok, &result); err != nil {
 		return 0, fmt.Errorf("shard %d on %s:%d: %w", sh.ID, sh.Host, sh.Port, err)
 	}
 	if !ok {

@@ -44,8 +44,8 @@ func (s *Store) readRow(ctx context.Context, q stmts, c call) (r ledgerRow, foun
 }
 
 // scanRow scans the answer to the read statement.
-func scanRow(row pgx.Row, c call) (r ledgerRow, found bool, err error) {
-	err = row.Scan(
+func scanRow(rw row, c call) (r ledgerRow, found bool, err error) {
+	err = rw.Scan(
 		&r.fingerprint, &r.status, &r.response, &r.errName, &r.errMsg, &r.fence, &r.intention,
 		&r.expired, &r.lockedUntil, &r.now, &r.syncRep)
 	if errors.Is(err, pgx.ErrNoRows) {

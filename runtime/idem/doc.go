@@ -79,7 +79,15 @@
 // which say how the ledger's statements travel: pipelined with BEGIN and
 // COMMIT on pgx (pgxdriver.go, whose body gets an inlineTx of inlinetx.go
 // that sends BEGIN with the body's first statement), one at a time on
-// database/sql (sqldriver.go). Atomic mode (atomic.go: atomicRun, and
+// database/sql (sqldriver.go). A statement the protocol sends on its own,
+// outside an attempt's transaction (external mode's claim, steps, outcome,
+// release and heartbeat, the Citus statements, the mismatch record, the
+// sweeps, the check that a replayed outcome is on the synchronous standby),
+// goes through the store's executor (executor.go), chosen when the store is
+// made: over the Pool (NewStore, pool.go) or over the *sql.DB (NewSQLStore,
+// sqlstore.go); it and every statement helper answer with the runtime's own
+// row and command tag, and only the drivers' files reach the pool or the
+// *sql.DB. Atomic mode (atomic.go: atomicRun, and
 // atomicInTxRun under a savepoint) looks the key up with the read
 // statement when the call may be a retry (hint.go),
 // runs the body between its hooks (runBody), and writes the

@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -15,7 +14,8 @@ import (
 // type of the body picks the driver (driverFor, dispatch.go), and the
 // driver only says how the ledger's statements travel (pipelined with
 // BEGIN and COMMIT, or one at a time) and what transaction the body gets.
-// The interfaces below are all the protocol knows of a driver.
+// The interfaces below, and the executor (executor.go), are all the
+// protocol knows of a driver.
 type driver[TTx any] interface {
 	// attempt opens an attempt on one of the store's connections: the
 	// lookup runs on t outside any transaction; tx is the transaction the
@@ -27,13 +27,6 @@ type driver[TTx any] interface {
 	// gets (the savepoint travels with its first statement where the
 	// driver can queue it), bodyEnded as in attempt.
 	inTx(s *Store, c call, tx TTx) (t ledgerTx, body TTx, bodyEnded func() bool)
-}
-
-// stmts is what the protocol sends one statement at a time on: a pool, a
-// connection, a transaction, or a ledgerTx.
-type stmts interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
 // ledgerTx carries the ledger statements of one atomic call: the lookup,

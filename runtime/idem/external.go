@@ -122,8 +122,8 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 	// cancel it while it waits for a synchronous standby (replication.go).
 	cctx, cancel := s.commitContext(ctx)
 	defer cancel()
-	err := s.committing(ctx, cctx, func(conn *pgx.Conn) error {
-		return conn.QueryRow(cctx, s.q.ClaimExternal, s.at(c.scope, c.method, c.key, c.fp,
+	err := s.committing(ctx, cctx, func(q stmts) error {
+		return q.QueryRow(cctx, s.q.ClaimExternal, s.at(c.scope, c.method, c.key, c.fp,
 			micros(m.retention(s)), micros(m.lockTimeout(s)), newIntention())...).Scan(&fence, &steps, &intention, &takenOver)
 	})
 	if errors.Is(err, errUnconfirmed) {
@@ -150,7 +150,7 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, zero, storeErr(c.method, "claim", err)
 	}
-	r, found, err := s.readRow(ctx, s.pool, c)
+	r, found, err := s.readRow(ctx, s.exec, c)
 	if err != nil {
 		return nil, zero, err
 	}
@@ -158,8 +158,8 @@ func claimExternal[R any](ctx context.Context, s *Store, m *Method[R], c call) (
 		return nil, zero, errRowVanished
 	}
 	if replaysOutcome(r, c) {
-		err := s.withConn(ctx, func(conn *pgx.Conn) error {
-			return s.confirmReplication(ctx, conn, conn.PgConn(), c, "", true)
+		err := s.exec.withConn(ctx, func(q stmts, pc *pgconn.PgConn) error {
+			return s.confirmReplication(ctx, q, pc, c, "", true)
 		})
 		if err != nil {
 			if !errors.Is(err, ErrStore) {
@@ -220,7 +220,7 @@ func runExternal[R any](ctx context.Context, s *Store, m *Method[R], ex *executi
 		// locked until the lock expires.
 		return zero, berr
 	default:
-		if _, err := s.pool.Exec(fctx, s.q.Release, s.at(c.scope, c.method, c.key, ex.fence, ex.intention)...); err != nil {
+		if _, err := s.exec.Exec(fctx, s.q.Release, s.at(c.scope, c.method, c.key, ex.fence, ex.intention)...); err != nil {
 			s.cfg.logger.ErrorContext(ctx, "could not release idempotency claim; it expires with its lock",
 				"method", c.method, "key", c.key, "err", err)
 		}
@@ -305,7 +305,7 @@ func (ex *execution) heartbeat(ctx context.Context, lock time.Duration, cancel c
 			}
 			c := ex.c
 			qctx, qcancel := context.WithTimeout(hctx, ex.s.cfg.heartbeat)
-			tag, err := ex.s.pool.Exec(qctx, ex.s.q.Extend, ex.s.at(c.scope, c.method, c.key, ex.fence, micros(lock), ex.intention)...)
+			tag, err := ex.s.exec.Exec(qctx, ex.s.q.Extend, ex.s.at(c.scope, c.method, c.key, ex.fence, micros(lock), ex.intention)...)
 			qcancel()
 			if err == nil && tag.RowsAffected() == 0 {
 				cancel(ErrLockLost)

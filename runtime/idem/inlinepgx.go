@@ -52,7 +52,7 @@ func inlinePgxAttempt[R any](ctx context.Context, s *Store, m *InlineMethod[R], 
 			if !syncRep {
 				return nil
 			}
-			return s.confirmReplication(ctx, pc, pc.PgConn(), c, "", false)
+			return s.confirmReplication(ctx, pgxStmts{pc}, pc.PgConn(), c, "", false)
 		}
 		return inlineAnswer(ctx, s, m, q, c, tx, prefix, lookup, k, confirm)
 	}
@@ -138,7 +138,7 @@ func inlinePgxInTx[R any](ctx context.Context, s *Store, tx pgx.Tx, m *InlineMet
 			if !syncRep {
 				return nil
 			}
-			return s.confirmInTx(ctx, tx, c)
+			return s.confirmInTx(ctx, pgxStmts{tx}, c)
 		}
 		return inlineAnswer(ctx, s, m, q, c, itx, prefix, lookup, k, confirm)
 	}

@@ -56,7 +56,7 @@ func inlineSQLAnswer[R any](ctx context.Context, s *Store, m *InlineMethod[R], q
 	}
 	confirm := func(ctx context.Context) error {
 		return rawConn(conn, func(pc *pgx.Conn) error {
-			return s.confirmReplication(ctx, pc, pc.PgConn(), c, "", true)
+			return s.confirmReplication(ctx, pgxStmts{pc}, pc.PgConn(), c, "", true)
 		})
 	}
 	return inlineSettle(ctx, s, c, out, stored, lerr, freed, confirm)

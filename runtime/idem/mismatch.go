@@ -62,10 +62,9 @@ func (s *Store) recordMismatchOn(ctx context.Context, q stmts, c call, r ledgerR
 }
 
 // recordMismatch records c's refusal in a statement of its own on the
-// store's pool.
+// store's executor.
 func (s *Store) recordMismatch(ctx context.Context, c call, r ledgerRow) {
-	_, err := s.pool.Exec(ctx, s.mismatchStmt(ctx, s.pool), s.mismatchArgs(c, r)...)
-	s.mismatchNotRecorded(ctx, c, err)
+	s.recordMismatchOn(ctx, s.exec, c, r)
 }
 
 // recordMismatchBehind records c's refusal on another connection, after

@@ -75,12 +75,12 @@ type pgxAttempt struct {
 
 var _ attemptTx = (*pgxAttempt)(nil)
 
-func (t *pgxAttempt) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return t.conn.QueryRow(ctx, sql, args...)
+func (t *pgxAttempt) QueryRow(ctx context.Context, sql string, args ...any) row {
+	return pgxStmts{t.conn}.QueryRow(ctx, sql, args...)
 }
 
-func (t *pgxAttempt) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return t.conn.Exec(ctx, sql, args...)
+func (t *pgxAttempt) Exec(ctx context.Context, sql string, args ...any) (cmdTag, error) {
+	return pgxStmts{t.conn}.Exec(ctx, sql, args...)
 }
 
 func (t *pgxAttempt) open(context.Context) error { return nil }
@@ -115,7 +115,7 @@ func (t *pgxAttempt) commitContext(ctx context.Context, s *Store) (context.Conte
 func (t *pgxAttempt) pgConn() *pgconn.PgConn { return t.conn.Conn().PgConn() }
 
 func (t *pgxAttempt) confirmReplay(ctx context.Context, s *Store, c call) error {
-	return s.confirmReplication(ctx, t.conn, t.pgConn(), c, "", false)
+	return s.confirmReplication(ctx, pgxStmts{t.conn}, t.pgConn(), c, "", false)
 }
 
 func (t *pgxAttempt) done(ctx context.Context, s *Store) {
@@ -138,12 +138,12 @@ type pgxInTx struct {
 
 var _ ledgerTx = (*pgxInTx)(nil)
 
-func (t *pgxInTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return t.tx.QueryRow(ctx, sql, args...)
+func (t *pgxInTx) QueryRow(ctx context.Context, sql string, args ...any) row {
+	return pgxStmts{t.tx}.QueryRow(ctx, sql, args...)
 }
 
-func (t *pgxInTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return t.tx.Exec(ctx, sql, args...)
+func (t *pgxInTx) Exec(ctx context.Context, sql string, args ...any) (cmdTag, error) {
+	return pgxStmts{t.tx}.Exec(ctx, sql, args...)
 }
 
 func (t *pgxInTx) open(context.Context) error { return nil }
@@ -169,7 +169,7 @@ func (t *pgxInTx) abandon(ctx context.Context) error {
 	if !t.body.opened() && !t.sentOpen {
 		return nil
 	}
-	return t.s.rollbackToSavepoint(ctx, t.tx)
+	return t.s.rollbackToSavepoint(ctx, pgxStmts{t.tx})
 }
 
 // rollbackToSavepoint rolls the caller's transaction back to the body's

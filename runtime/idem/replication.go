@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
@@ -184,28 +183,14 @@ func (s *Store) confirmInTx(ctx context.Context, conn stmts, c call) error {
 	return nil
 }
 
-// withConn runs fn on a connection of the store's pool (or *sql.DB).
-func (s *Store) withConn(ctx context.Context, fn func(conn *pgx.Conn) error) error {
-	if s.db != nil {
-		return s.withSQLConn(ctx, fn)
-	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	return fn(conn.Conn())
-}
-
 // committing runs fn, one autocommit statement that carries a claim or an
 // outcome, under cctx (see commitContext), on a connection acquired under
 // ctx. It returns an error wrapping errUnconfirmed when the statement's
 // commit may not have reached a synchronous standby.
-func (s *Store) committing(ctx, cctx context.Context, fn func(conn *pgx.Conn) error) error {
-	return s.withConn(ctx, func(conn *pgx.Conn) error {
-		pc := conn.PgConn()
+func (s *Store) committing(ctx, cctx context.Context, fn func(q stmts) error) error {
+	return s.exec.withConn(ctx, func(q stmts, pc *pgconn.PgConn) error {
 		takeUnreplicated(pc)
-		err := fn(conn)
+		err := fn(q)
 		if uerr := s.unconfirmed(cctx, pc); uerr != nil {
 			return uerr
 		}
@@ -214,11 +199,11 @@ func (s *Store) committing(ctx, cctx context.Context, fn func(conn *pgx.Conn) er
 }
 
 // execCommitting is committing for a statement that returns no rows.
-func (s *Store) execCommitting(cctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	var tag pgconn.CommandTag
-	err := s.committing(cctx, cctx, func(conn *pgx.Conn) error {
+func (s *Store) execCommitting(cctx context.Context, sql string, args ...any) (cmdTag, error) {
+	var tag cmdTag
+	err := s.committing(cctx, cctx, func(q stmts) error {
 		var err error
-		tag, err = conn.Exec(cctx, sql, args...)
+		tag, err = q.Exec(cctx, sql, args...)
 		return err
 	})
 	return tag, err

@@ -66,16 +66,16 @@ type sqlStmts struct {
 }
 
 // QueryRow runs one statement on the transaction.
-func (t sqlStmts) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
+func (t sqlStmts) QueryRow(ctx context.Context, query string, args ...any) row {
 	return sqlRow{t.tx.QueryRowContext(ctx, query, args...)}
 }
 
 // Exec runs one statement on the transaction. The command tag carries only
 // the affected row count.
-func (t sqlStmts) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+func (t sqlStmts) Exec(ctx context.Context, query string, args ...any) (cmdTag, error) {
 	res, err := t.tx.ExecContext(ctx, query, args...)
 	if err != nil {
-		return pgconn.CommandTag{}, sqlErr(err)
+		return cmdTag{}, sqlErr(err)
 	}
 	return affected(res)
 }
@@ -125,15 +125,15 @@ func newSQLAttempt(ctx context.Context, s *Store, c call) (*sqlAttempt, error) {
 }
 
 // QueryRow runs one statement on the connection, outside any transaction.
-func (t *sqlAttempt) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
+func (t *sqlAttempt) QueryRow(ctx context.Context, query string, args ...any) row {
 	return sqlRow{t.conn.QueryRowContext(ctx, query, args...)}
 }
 
 // Exec runs one statement on the connection, outside any transaction.
-func (t *sqlAttempt) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+func (t *sqlAttempt) Exec(ctx context.Context, query string, args ...any) (cmdTag, error) {
 	res, err := t.conn.ExecContext(ctx, query, args...)
 	if err != nil {
-		return pgconn.CommandTag{}, sqlErr(err)
+		return cmdTag{}, sqlErr(err)
 	}
 	return affected(res)
 }
@@ -187,7 +187,7 @@ func (t *sqlAttempt) pgConn() *pgconn.PgConn { return t.pc }
 
 func (t *sqlAttempt) confirmReplay(ctx context.Context, s *Store, c call) error {
 	return rawConn(t.conn, func(pc *pgx.Conn) error {
-		return s.confirmReplication(ctx, pc, pc.PgConn(), c, "", false)
+		return s.confirmReplication(ctx, pgxStmts{pc}, pc.PgConn(), c, "", false)
 	})
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -48,7 +47,7 @@ func NewSQLStore(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idem: NewSQLStore: %w", err)
 	}
-	s.db, s.pool = db, sqlPool{db: db}
+	s.db, s.exec = db, sqlExecutor{db: db}
 	return s, nil
 }
 
@@ -56,51 +55,43 @@ func NewSQLStore(db *sql.DB, opts ...Option) (*Store, error) {
 // (see Pool).
 func (s *Store) DB() *sql.DB { return s.db }
 
-// withSQLConn runs fn on the pgx connection under one of db's.
-func (s *Store) withSQLConn(ctx context.Context, fn func(*pgx.Conn) error) error {
-	conn, err := s.db.Conn(ctx)
+// sqlExecutor is the executor of a store made by NewSQLStore: single
+// statements on the *sql.DB, and for withConn one of its connections, whose
+// statements go through the pgx connection under it (for its notices).
+type sqlExecutor struct{ db *sql.DB }
+
+var _ executor = sqlExecutor{}
+
+// Exec runs one statement. The command tag carries the affected row count.
+func (e sqlExecutor) Exec(ctx context.Context, query string, args ...any) (cmdTag, error) {
+	res, err := e.db.ExecContext(ctx, query, args...)
 	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close() }()
-	return rawConn(conn, fn)
-}
-
-// sqlPool is the Pool of a store made by NewSQLStore: the single
-// statements of external mode and of sweeps go through the *sql.DB, and
-// the statements that need the connection itself through withConn.
-type sqlPool struct{ db *sql.DB }
-
-var _ Pool = sqlPool{}
-
-// Acquire is never called on a store made by NewSQLStore (driverFor,
-// withConn).
-func (p sqlPool) Acquire(context.Context) (*pgxpool.Conn, error) {
-	return nil, errors.New("idem: internal error: a store made by NewSQLStore has no pgx pool")
-}
-
-// Exec runs one statement. The command tag carries only the affected row
-// count.
-func (p sqlPool) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
-	res, err := p.db.ExecContext(ctx, query, args...)
-	if err != nil {
-		return pgconn.CommandTag{}, err
+		return cmdTag{}, err
 	}
 	return affected(res)
 }
 
 // QueryRow runs one statement that returns a row.
-func (p sqlPool) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
-	return sqlRow{p.db.QueryRowContext(ctx, query, args...)}
+func (e sqlExecutor) QueryRow(ctx context.Context, query string, args ...any) row {
+	return sqlRow{e.db.QueryRowContext(ctx, query, args...)}
+}
+
+func (e sqlExecutor) withConn(ctx context.Context, fn func(q stmts, pc *pgconn.PgConn) error) error {
+	conn, err := e.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	return rawConn(conn, func(c *pgx.Conn) error { return fn(pgxStmts{c}, c.PgConn()) })
 }
 
 // affected is res's affected row count as a command tag.
-func affected(res sql.Result) (pgconn.CommandTag, error) {
+func affected(res sql.Result) (cmdTag, error) {
 	n, err := res.RowsAffected()
 	if err != nil {
-		return pgconn.CommandTag{}, err
+		return cmdTag{}, err
 	}
-	return pgconn.NewCommandTag(fmt.Sprintf("UPDATE %d", n)), nil
+	return cmdTag{rows: n}, nil
 }
 
 // sqlRow is a *sql.Row that reports no row as pgx.ErrNoRows, as the

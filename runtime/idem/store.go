@@ -3,15 +3,12 @@ package idem
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem/ledger"
 )
@@ -185,8 +182,9 @@ func WithSweepShare(share float64) Option { return func(c *config) { c.sweepShar
 
 // Store is the ledger. It is safe for concurrent use.
 type Store struct {
-	pool   Pool    // a store made by NewSQLStore: statements on db (sqlPool)
-	db     *sql.DB // NewSQLStore's; nil for NewStore's
+	exec   executor // statements of their own, on pool or db (executor.go)
+	pool   Pool     // NewStore's; nil for NewSQLStore's
+	db     *sql.DB  // NewSQLStore's; nil for NewStore's
 	cfg    config
 	ledger Ledger
 	q      ledger.Statements // the ledger's statements by the store's clock
@@ -204,25 +202,6 @@ type Store struct {
 	// replays are the methods' recent replay rates: whether an atomic
 	// call looks its key up before its body (hint.go).
 	replays replayRates
-}
-
-// NewStore returns a Store over pool (a *pgxpool.Pool, or a type wrapping
-// one). It fails only on invalid options. For a *sql.DB, see NewSQLStore.
-func NewStore(pool Pool, opts ...Option) (*Store, error) {
-	if p, ok := pool.(*pgxpool.Pool); pool == nil || ok && p == nil {
-		return nil, errors.New("idem: NewStore: nil pool")
-	}
-	s, err := newStore(opts, func(cfg config) error {
-		if cfg.txPooling {
-			return checkPooling(pool)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("idem: NewStore: %w", err)
-	}
-	s.pool = pool
-	return s, nil
 }
 
 // newStore applies and checks opts (check adds the constructor's own
@@ -285,15 +264,6 @@ func (c config) validate() error {
 
 // Ledger returns the schema of the store's ledger table.
 func (s *Store) Ledger() Ledger { return s.ledger }
-
-// Pool returns the pool the store uses: nil for a store made by
-// NewSQLStore (see DB).
-func (s *Store) Pool() Pool {
-	if s.db != nil {
-		return nil
-	}
-	return s.pool
-}
 
 // now returns the clock's time, or nil to let the database use now().
 func (s *Store) now() any {

@@ -33,7 +33,7 @@ func (s *Store) Sweep(ctx context.Context, batch int) (int64, error) {
 		}, Event{}, "delete expired rows")
 	}
 	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
-		tag, err := s.pool.Exec(ctx, s.q.Sweep, s.at(batch)...)
+		tag, err := s.exec.Exec(ctx, s.q.Sweep, s.at(batch)...)
 		if err != nil {
 			return 0, storeErr("sweep", "delete expired rows", err)
 		}
@@ -103,7 +103,7 @@ func SweepInline[R any](ctx context.Context, s *Store, m *InlineMethod[R], batch
 		}, Event{Method: m.Name}, "clear expired keys")
 	}
 	return s.sweepBatches(ctx, batch, func(batch int) (int64, error) {
-		tag, err := s.pool.Exec(ctx, q.Sweep, s.now(), micros(m.retention(s)), batch)
+		tag, err := s.exec.Exec(ctx, q.Sweep, s.now(), micros(m.retention(s)), batch)
 		if err != nil {
 			return 0, storeErr(m.Name, "clear expired keys", err)
 		}
