@@ -6,12 +6,12 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Committing a call: the statement that stores its outcome (atomic mode's
 // record, inline mode's check), and COMMIT with it, detached from the
-// caller's context; or, when the call does not commit, the rollback.
+// caller's context. When the call does not commit, the driver rolls back
+// (ledgerTx.abandon and attemptTx.done; on pgx, Store.rollback).
 
 // commit sends the prelude's statements, stmt and COMMIT on t, detached
 // from ctx: a caller going away must not cancel a COMMIT that waits for a
@@ -97,15 +97,4 @@ func stmtErr(err error) error {
 		return fmt.Errorf("%w: %w", errKeyTaken, err)
 	}
 	return err
-}
-
-// rollback ends the connection's transaction even if ctx is done, bounded by
-// the finalise timeout. If that fails the connection is closed, so the pool
-// never reuses it mid-transaction.
-func (s *Store) rollback(ctx context.Context, conn *pgxpool.Conn) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
-	defer cancel()
-	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
-		_ = conn.Conn().Close(ctx)
-	}
 }

@@ -1,8 +1,8 @@
 package idem
 
-// Which driver a call gets: the transaction type of its body decides, and
-// a store made over the other kind of handle is refused before anything
-// runs.
+// Which driver a call gets: the store's, chosen when it was made (pgxDriver
+// by NewStore, sqlDriver by NewSQLStore); a body whose transaction type is
+// not the driver's is refused before anything runs.
 
 import (
 	"context"
@@ -12,30 +12,27 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// driverFor returns the driver of TTx for s, refusing a store made over
-// the other kind of handle. fn names the entry point in the error.
+// driverFor returns the store's driver as the driver of TTx, refusing a
+// body whose transaction the store's driver does not give. fn names the
+// entry point in the error.
 func driverFor[TTx any](s *Store, fn string) (driver[TTx], error) {
-	var d any
+	if drv, ok := s.drv.(driver[TTx]); ok {
+		return drv, nil
+	}
 	switch any((*TTx)(nil)).(type) {
 	case *pgx.Tx:
-		if s.db != nil {
+		if _, ok := s.drv.(sqlDriver); ok {
 			return nil, fmt.Errorf("idem: %s: the store was made by NewSQLStore over a *sql.DB, and the body takes a pgx.Tx: "+
 				"give the body a *sql.Tx, or make the store with NewStore over a *pgxpool.Pool", fn)
 		}
-		d = pgxDriver{}
 	case **sql.Tx:
-		if s.db == nil {
+		if _, ok := s.drv.(pgxDriver); ok {
 			return nil, fmt.Errorf("idem: %s: the store was made by NewStore over a pgx pool, and the body takes a *sql.Tx: "+
 				"make the store with NewSQLStore over a *sql.DB (stdlib.OpenDBFromPool(pool) gives one over the same pool), "+
 				"or give the body a pgx.Tx", fn)
 		}
-		d = sqlDriver{}
 	}
-	drv, ok := d.(driver[TTx])
-	if !ok {
-		return nil, fmt.Errorf("idem: %s: the body takes a %s: a method's transaction is a pgx.Tx or a *sql.Tx", fn, fmt.Sprintf("%T", (*TTx)(nil))[1:])
-	}
-	return drv, nil
+	return nil, fmt.Errorf("idem: %s: the body takes a %s: a method's transaction is a pgx.Tx or a *sql.Tx", fn, fmt.Sprintf("%T", (*TTx)(nil))[1:])
 }
 
 // inlineAttempt is one attempt of Inline on d's transaction. Inline mode's

@@ -73,8 +73,9 @@
 //
 // The shape of the code. One entry point per mode, each with its form in
 // the caller's transaction: [Atomic] and [AtomicInTx] (atomic.go), [Inline]
-// and [InlineInTx] (inline.go), [External] (external.go). The transaction
-// the body takes, a pgx.Tx or a *sql.Tx, picks the driver (dispatch.go);
+// and [InlineInTx] (inline.go), [External] (external.go). The store's
+// driver is chosen when the store is made, and a body whose transaction (a
+// pgx.Tx or a *sql.Tx) is not the driver's is refused (dispatch.go);
 // the protocol knows a driver only through the interfaces of driver.go,
 // which say how the ledger's statements travel: pipelined with BEGIN and
 // COMMIT on pgx (pgxdriver.go, whose body gets an inlineTx of inlinetx.go

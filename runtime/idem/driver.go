@@ -11,8 +11,9 @@ import (
 // (pgxDriver, pgxdriver.go: a store made by NewStore) or *sql.Tx
 // (sqlDriver, sqldriver.go: a store made by NewSQLStore). The entry points
 // (Atomic, AtomicInTx, Inline, InlineInTx) are written once over it: the
-// type of the body picks the driver (driverFor, dispatch.go), and the
-// driver only says how the ledger's statements travel (pipelined with
+// store's driver is chosen when the store is made, a body whose transaction
+// is not the driver's is refused (driverFor, dispatch.go), and the driver
+// only says how the ledger's statements travel (pipelined with
 // BEGIN and COMMIT, or one at a time) and what transaction the body gets.
 // The interfaces below, and the executor (executor.go), are all the
 // protocol knows of a driver.

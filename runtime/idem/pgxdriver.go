@@ -125,6 +125,17 @@ func (t *pgxAttempt) done(ctx context.Context, s *Store) {
 	t.conn.Release()
 }
 
+// rollback ends the connection's transaction even if ctx is done, bounded by
+// the finalise timeout. If that fails the connection is closed, so the pool
+// never reuses it mid-transaction.
+func (s *Store) rollback(ctx context.Context, conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finalise)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		_ = conn.Conn().Close(ctx)
+	}
+}
+
 // pgxInTx is the pgx transport of the caller's transaction: the lookup
 // runs in it, the body under a savepoint that travels with the body's
 // first statement, and RELEASE goes out with the record statement.

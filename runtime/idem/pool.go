@@ -38,7 +38,7 @@ func NewStore(pool Pool, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idem: NewStore: %w", err)
 	}
-	s.pool, s.exec = pool, pgxExecutor{pgxStmts: pgxStmts{pool}, pool: pool}
+	s.pool, s.exec, s.drv = pool, pgxExecutor{pgxStmts: pgxStmts{pool}, pool: pool}, pgxDriver{}
 	return s, nil
 }
 

@@ -47,7 +47,7 @@ func NewSQLStore(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idem: NewSQLStore: %w", err)
 	}
-	s.db, s.exec = db, sqlExecutor{db: db}
+	s.db, s.exec, s.drv = db, sqlExecutor{db: db}, sqlDriver{}
 	return s, nil
 }
 

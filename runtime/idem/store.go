@@ -183,6 +183,7 @@ func WithSweepShare(share float64) Option { return func(c *config) { c.sweepShar
 // Store is the ledger. It is safe for concurrent use.
 type Store struct {
 	exec   executor // statements of their own, on pool or db (executor.go)
+	drv    any      // the attempts' driver: pgxDriver or sqlDriver (driver.go, dispatch.go)
 	pool   Pool     // NewStore's; nil for NewSQLStore's
 	db     *sql.DB  // NewSQLStore's; nil for NewStore's
 	cfg    config
