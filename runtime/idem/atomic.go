@@ -49,10 +49,10 @@ import (
 // the stored bytes (see Method.Encode). One that cannot be stored (a NaN
 // float, a string that is not UTF-8) is an error and rolls everything back.
 //
-// TTx, the transaction body takes, picks the driver (driver.go): a pgx.Tx
-// on a store made by NewStore, where BEGIN travels with the body's first
-// statement and COMMIT with the ledger row; or a *sql.Tx on a store made
-// by NewSQLStore, where database/sql sends one statement at a time, so the
+// TTx, the transaction body takes, is the one the store's driver gives
+// (driver.go, chosen when the store is made): a pgx.Tx on a store made by
+// NewStore, where BEGIN travels with the body's first statement and COMMIT
+// with the ledger row; or a *sql.Tx on a store made by NewSQLStore, where database/sql sends one statement at a time, so the
 // transaction costs more round trips (see docs/sql.md). The other kind of
 // store is an error before anything runs. body must not commit or roll
 // back tx (return an error to roll back): a pgx.Tx refuses, and on a

@@ -33,9 +33,9 @@ import (
 // outcomes retry the whole transaction, as in Atomic. If the database cannot
 // be reached the body does not run (errors.Is(err, ErrStore)).
 //
-// TTx picks the driver, as in Atomic: a pgx.Tx on a store made by NewStore,
-// where inline mode's statements travel with the body's own and the lost
-// claim is seen on the body's INSERT; or a *sql.Tx on a store made by
+// TTx is the store's driver's transaction, as in Atomic: a pgx.Tx on a
+// store made by NewStore, where inline mode's statements travel with the
+// body's own and the lost claim is seen on the body's INSERT; or a *sql.Tx on a store made by
 // NewSQLStore. database/sql gives no way to watch the body's statements, so
 // there the lost claim is seen in the error body returns: return the
 // INSERT's error (wrapped is fine). A body that swallows it fails at the
