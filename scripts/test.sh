@@ -128,14 +128,15 @@ citus_failed() {
 # (go test -exec true builds the test binaries and runs none), then waits.
 #
 # The longest start first, so that what starts last is short and the slots
-# end together (a long module started late is the run's tail). In a warm
-# CI run on a loaded 2-core machine the root module takes about 17 minutes
-# (internal/mutation 11 of them), internal/effectscorpus 7 to 14 (15 with
-# a cold build cache: it compiles the SDKs its cases import), and
-# internal/faults, citus-example (the example's tests on a Citus cluster,
-# mostly waiting on the cluster), internal/compat and internal/bench 1.5
-# to 3 each; every other module takes under a minute and a half. The logs
-# are still printed in scripts/modules.sh's order (pos).
+# end together (a long module started late is the run's tail). On a
+# loaded 2-core machine the root module takes about 17 minutes
+# (internal/mutation 11 of them), internal/effectscorpus 2 to 4 with a
+# warm build cache and 15 with a cold one (it compiles the SDKs its cases
+# import), and internal/faults, citus-example (the example's tests on a
+# Citus cluster, mostly waiting on the cluster), internal/compat and
+# internal/bench 1.5 to 3 each; every other module takes under a minute
+# and a half. The logs are still printed in scripts/modules.sh's order
+# (pos).
 longest=(. internal/effectscorpus citus-example internal/faults internal/compat internal/bench)
 declare -A pos
 n=0
