@@ -43,7 +43,7 @@ func TestAlias(t *testing.T) {
 // module has no effect and the checks that report on it are left off.
 func TestFormerName(t *testing.T) {
 	tool := filepath.Join(t.TempDir(), "idemvet")
-	out, err := exec.Command("go", "build", "-o", tool, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-trimpath", "-o", tool, ".").CombinedOutput() // as TestFreshModule builds it
 	require.NoError(t, err, "go build: %s", out)
 
 	out, err = exec.Command(tool, "-flags").Output()

@@ -895,14 +895,17 @@ func newSlots() slots {
 // runGenerated builds the example's test binary into dir (with the overlay
 // file, if not empty) and runs the generated tests run selects, parsing
 // their events as go test -json reports them (go tool test2json). The
-// child builds without -race and without vet: it only has to tell passing
-// from failing tests. A build failure is a failed run whose build output
-// says why; only a go command that cannot be run at all is an error.
+// child builds without -race, without vet and without DWARF (-ldflags=-w:
+// stack traces come from the runtime's own tables, which stay; the link of
+// each of the many binaries takes half the time): it only has to tell
+// passing from failing tests. A build failure is a failed run whose build
+// output says why; only a go command that cannot be run at all is an
+// error.
 func runGenerated(ctx context.Context, s slots, root, dir, overlay, run string, cluster bool) (result, error) {
 	start := time.Now()
 	r := result{output: map[string]string{}}
 	bin := filepath.Join(dir, "example.test")
-	args := []string{"test", "-c", "-vet=off", "-o", bin}
+	args := []string{"test", "-c", "-vet=off", "-ldflags=-w", "-o", bin}
 	if overlay != "" {
 		args = append(args, "-overlay="+overlay)
 	}
