@@ -2,6 +2,7 @@ package idemtest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -101,4 +102,36 @@ func ReportWaits(b *testing.B, waits []time.Duration, bound time.Duration) {
 	b.ReportMetric(ms(w[len(w)/2]), "p50-ms")
 	b.ReportMetric(ms(w[len(w)-1]), "max-ms")
 	b.ReportMetric(ms(w[len(w)-1]-bound), "max-over-bound-ms")
+}
+
+// BenchTwinsOfAHolder times, b.N times, the answer a twin gets while the
+// first call of its key is held in its body: each iteration rearms h,
+// starts first on a new key, waits until h holds its body, then times twin
+// on the same key (for at most a minute), releases the first and waits
+// for it. first returns nil when the call succeeded; twin returns nil when
+// the twin got the in-progress answer its transport gives. The waits are
+// reported against bound, the store's claim wait (ReportWaits).
+func BenchTwinsOfAHolder(b *testing.B, h *Hold, bound time.Duration, first, twin func(ctx context.Context, key string) error) {
+	b.Helper()
+	var waits []time.Duration
+	for i := range b.N {
+		h.Rearm()
+		key := fmt.Sprintf("twin-of-a-holder-%d", i)
+		done := make(chan error, 1)
+		go func() { done <- first(b.Context(), key) }()
+		<-h.Reached()
+		ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
+		start := time.Now()
+		err := twin(ctx, key)
+		waits = append(waits, time.Since(start))
+		cancel()
+		h.Release()
+		if err != nil {
+			b.Fatalf("the twin of a held call: %v", err)
+		}
+		if err := <-done; err != nil {
+			b.Fatalf("the held call: %v", err)
+		}
+	}
+	ReportWaits(b, waits, bound)
 }
