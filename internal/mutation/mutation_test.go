@@ -225,7 +225,7 @@ const (
 	lostKeyWait      = "\tcase t.keyWaitEnded():\n"
 )
 
-const lostLookup = "if r, found, err := s.readRow(ctx, t, c); err == nil && answers(r, found) {"
+const lostLookup = "if rerr == nil && answers(r, found) {"
 
 // The external claim's conflict clause (statementsFile).
 const externalConflict = "ON CONFLICT (scope, method, key) DO UPDATE\n" +
@@ -705,7 +705,7 @@ func coreMutations() []mutation {
 			bug: "a record refused by a twin's row is not looked up: the call reports the refusal " +
 				"(retried on its own, returned in the caller's transaction) instead of the twin's answer",
 			edits: []edit{
-				{"atomic.go", lostLookup, "if r, found, err := s.readRow(ctx, t, c); !recording && err == nil && answers(r, found) {"},
+				{"atomic.go", lostLookup, "if !recording && rerr == nil && answers(r, found) {"},
 			},
 			caught: map[string]*regexp.Regexp{
 				// An unmarked call's refused record is answered by the
@@ -811,7 +811,7 @@ func coreMutations() []mutation {
 			bug: "a body error is returned as is: a twin whose work made the body fail (a unique business key, " +
 				"a balance) gets the error instead of the first call's answer",
 			edits: []edit{
-				{"atomic.go", lostLookup, "if r, found, err := s.readRow(ctx, t, c); recording && err == nil && answers(r, found) {"},
+				{"atomic.go", lostLookup, "if recording && rerr == nil && answers(r, found) {"},
 			},
 			caught: map[string]*regexp.Regexp{
 				"TestIdempotentPaymentsCharge/body_error_after_a_twin_recorded": twinNotReplayed,

@@ -244,8 +244,15 @@ func lost[R any](ctx context.Context, s *Store, m *Method[R], c call, t ledgerTx
 	if err := t.abandon(ctx); err != nil {
 		return zero, fmt.Errorf("%w (and rolling back failed: %w)", cause, storeErr(c.method, "roll back", err))
 	}
-	if r, found, err := s.readRow(ctx, t, c); err == nil && answers(r, found) {
+	r, found, rerr := s.readRow(ctx, t, c)
+	if rerr == nil && answers(r, found) {
 		return answer(ctx, s, m, c, r, confirm, refused)
+	}
+	if rerr != nil && (t.keyWaitEnded() || (recording && isLockTimeout(cause))) {
+		// The key could not be read: it may be done by now, so "in
+		// progress" would be a guess that a later answer contradicts.
+		// The read's failure is the answer (ErrStore: a retry settles it).
+		return zero, rerr
 	}
 	switch {
 	case t.keyWaitEnded():
